@@ -1,0 +1,79 @@
+/*
+ * sj_abi.h -- kernel argument blocks, shared by the C runtime and the CUDA
+ * templates.  Written in the common subset of C and C++: fixed-width scalar
+ * fields only (pointers travel as 64-bit integers), so both compilers lay
+ * the structs out identically.  Each kernel takes its block by value.
+ * Changing a struct changes the template hash and therefore every cache key.
+ */
+#ifndef SJ_ABI_H
+#define SJ_ABI_H
+
+typedef unsigned long long sj_ptr;
+typedef long long sj_i64;
+
+/* Per-chunk partial statistics of K and V over the sequence.
+ * partial: float [batch][heads_kv][nchunk][4][head_dim] with rows
+ * (sum K, sum V, max V, min V). */
+typedef struct sj_stats_args {
+  sj_ptr k, v, partial;
+  sj_i64 k_sb, k_sh, k_sn, v_sb, v_sh, v_sn;
+  int batch, heads_kv, seq_kv, head_dim, nchunk, chunk;
+  int flags; /* SJ_F_* */
+  int pad_;
+} sj_stats_args;
+
+/* Reduces the partials: k_mean, v_mean, v_scale [batch][heads_kv][dim]. */
+typedef struct sj_finalize_args {
+  sj_ptr partial, k_mean, v_mean, v_scale;
+  int batch, heads_kv, seq_kv, head_dim, nchunk, flags;
+  float v_scale_max; /* e4m3 range used for V: 448, or 2.25 for fp32+fp16 */
+  int pad_;
+} sj_finalize_args;
+
+/* Quantizes Q and K to INT8 (and V to e4m3 when SJ_F_QUANT_V).
+ * q8 [b][hq][seq_q_pad][D], k8 [b][hk][seq_kv_pad][D] int8;
+ * v8 [b][hk][D][seq_kv_pad] e4m3, tokens permuted inside groups of 16;
+ * scales fp32 in the layouts of docs/kernels.md. */
+typedef struct sj_quant_args {
+  sj_ptr q, k, v;
+  sj_i64 q_sb, q_sh, q_sn, k_sb, k_sh, k_sn, v_sb, v_sh, v_sn;
+  sj_ptr q8, k8, v8, q_scale, k_scale, v_scale, v_mean, k_mean, qk_mean;
+  int batch, heads_q, heads_kv, seq_q, seq_kv, seq_q_pad, seq_kv_pad;
+  int n_qblk, n_kblk, n_vblk, flags;
+  float q_prescale; /* multiplies Q before quantization (1 or sm_scale*log2e) */
+} sj_quant_args;
+
+/* The attention kernel. */
+typedef struct sj_attn_args {
+  sj_ptr q8, k8, v8, q_scale, k_scale, v_scale, v_mean, qk_mean;
+  sj_ptr v;   /* user V, read directly by the FP16PV family */
+  sj_ptr o;   /* user output */
+  sj_ptr lse; /* fp32 [b][hq][seq_q] or 0 */
+  sj_i64 v_sb, v_sh, v_sn, o_sb, o_sh, o_sn;
+  int batch, heads_q, heads_kv, seq_q, seq_kv, seq_q_pad, seq_kv_pad;
+  int causal_offset; /* key j is visible to query i iff j <= i + offset */
+  float sm_scale_log2; /* sm_scale * log2(e), times 1/q_prescale */
+  float lse_scale;     /* converts the log2-domain LSE to natural log */
+  int flags;
+  int pad_;
+} sj_attn_args;
+
+/* FP32 reference attention; o is fp32 [b][hq][seq_q][D]. */
+typedef struct sj_ref_args {
+  sj_ptr q, k, v, o, lse;
+  sj_i64 q_sb, q_sh, q_sn, k_sb, k_sh, k_sn, v_sb, v_sh, v_sn;
+  int batch, heads_q, heads_kv, seq_q, seq_kv, head_dim;
+  int causal, causal_offset;
+  float sm_scale;
+  int pad_;
+} sj_ref_args;
+
+/* flags */
+#define SJ_F_SMOOTH_K 1  /* subtract the K mean */
+#define SJ_F_SMOOTH_V 2  /* subtract the V mean, add it back to O */
+#define SJ_F_QUANT_V 4   /* produce e4m3 V (FP8PV) */
+#define SJ_F_LSE 8       /* write the LSE (and the q.mean_k correction) */
+#define SJ_F_K_STATS 16  /* stats: accumulate K sums */
+#define SJ_F_V_STATS 32  /* stats: accumulate V sum/max/min */
+
+#endif

@@ -1,0 +1,235 @@
+// sj_common.cuh -- device building blocks shared by every sagejit kernel.
+//
+// Self-contained: no toolkit header is included (NVRTC gets these files from
+// memory).  Conversions and tensor-core operations go through inline PTX so
+// that one source compiles for every target from sm_80 on.
+#pragma once
+
+namespace sj {
+
+typedef unsigned char u8;
+typedef signed char i8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef int i32;
+typedef unsigned long long u64;
+typedef long long i64;
+
+// ------------------------------------------------------------ enumerations
+// The integer values are part of the name expressions the runtime builds
+// (runtime/spec.c); keep them in sync with include/sagejit.h.
+enum Dtype { FP16 = 1, BF16 = 2 };
+enum Family { FP16PV = 1, FP8PV = 2 };
+enum QuantGran { PER_BLOCK = 1, PER_WARP = 2, PER_THREAD = 3 };
+enum Accum { ACC_FP32 = 1, ACC_FP32_FP32 = 2, ACC_FP16_FP32 = 3, ACC_FP32_FP16 = 4 };
+
+// Tile sizes shared by the quantization and attention kernels.
+constexpr int BLK_Q = 128; // query rows per attention CTA / Q quant block
+constexpr int BLK_K = 64;  // keys per KV tile / K quant block
+
+constexpr float LOG2E = 1.4426950408889634f;
+constexpr float LN2 = 0.6931471805599453f;
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+
+// ------------------------------------------------------------ conversions
+__device__ __forceinline__ float h2f(u16 h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+__device__ __forceinline__ float bf2f(u16 h) {
+  return __uint_as_float(((u32)h) << 16);
+}
+template <int DT> __device__ __forceinline__ float to_f32(u16 x) {
+  return DT == FP16 ? h2f(x) : bf2f(x);
+}
+// Two packed 16-bit values (low half first) to floats.
+template <int DT>
+__device__ __forceinline__ void unpack2(u32 w, float &lo, float &hi) {
+  lo = to_f32<DT>((u16)(w & 0xffffu));
+  hi = to_f32<DT>((u16)(w >> 16));
+}
+// float pair -> packed 16-bit pair, lo in the low half.
+template <int DT> __device__ __forceinline__ u32 pack2(float lo, float hi) {
+  u32 r;
+  if (DT == FP16)
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  else
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+// Saturating fp16 pair, used where bf16 data enters fp16 arithmetic.
+__device__ __forceinline__ u32 pack2_f16_sat(float lo, float hi) {
+  u32 r;
+  asm("cvt.rn.satfinite.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+template <int DT> __device__ __forceinline__ u16 from_f32(float x) {
+  u16 r;
+  if (DT == FP16)
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(x));
+  else
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(x));
+  return r;
+}
+// Two floats -> two e4m3 bytes (lo in the low byte), round to nearest,
+// saturating to +-448.  Needs sm_89 or newer.
+__device__ __forceinline__ u16 pack_e4m3x2(float lo, float hi) {
+#if __CUDA_ARCH__ >= 890
+  u16 r;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+  return r;
+#else
+  return 0;
+#endif
+}
+__device__ __forceinline__ float f16lo(u32 w) { return h2f((u16)(w & 0xffffu)); }
+__device__ __forceinline__ float f16hi(u32 w) { return h2f((u16)(w >> 16)); }
+
+// Round to nearest even and saturate to [-127, 127].
+__device__ __forceinline__ int quant_s8(float x) {
+  int r = __float2int_rn(x);
+  return r > 127 ? 127 : (r < -127 ? -127 : r);
+}
+
+__device__ __forceinline__ float fast_exp2(float x) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+
+// --------------------------------------------------------- warp reductions
+__device__ __forceinline__ float quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+  return v;
+}
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  v += __shfl_xor_sync(0xffffffffu, v, 2);
+  return v;
+}
+// Max over groups of `width` consecutive lanes (width a power of two <= 32).
+template <int WIDTH> __device__ __forceinline__ float group_max(float v) {
+#pragma unroll
+  for (int o = WIDTH / 2; o > 0; o >>= 1)
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+template <int WIDTH> __device__ __forceinline__ float group_sum(float v) {
+#pragma unroll
+  for (int o = WIDTH / 2; o > 0; o >>= 1)
+    v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// --------------------------------------------------------------- memory ops
+__device__ __forceinline__ u32 smem_addr(const void *p) {
+  return (u32)__cvta_generic_to_shared(p);
+}
+// 16-byte async copy global -> shared; src_bytes 0 writes zeros.
+__device__ __forceinline__ void cp_async16(void *dst, const void *src,
+                                           int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
+                   smem_addr(dst)),
+               "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(u32 &r0, u32 &r1, u32 &r2, u32 &r3,
+                                            const void *p) {
+  asm volatile(
+      "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+      : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+      : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(u32 &r0, u32 &r1, u32 &r2,
+                                                  u32 &r3, const void *p) {
+  asm volatile(
+      "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+      : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+      : "r"(smem_addr(p)));
+}
+
+struct alignas(16) u32x4 {
+  u32 x, y, z, w;
+};
+__device__ __forceinline__ u32x4 ld_global16(const void *p) {
+  u32x4 r;
+  asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "l"(p));
+  return r;
+}
+
+// ------------------------------------------------------------ tensor cores
+// D(16x8 s32) += A(16x32 s8, row) * B(32x8 s8, col)
+__device__ __forceinline__ void mma_s8(i32 *d, const u32 *a, u32 b0, u32 b1) {
+  asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 "
+               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// D(16x8 f32) += A(16x16 f16) * B(16x8 f16)
+__device__ __forceinline__ void mma_f16_f32(float *d, const u32 *a, u32 b0,
+                                            u32 b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// D(16x8 f32) += A(16x16 bf16) * B(16x8 bf16)
+__device__ __forceinline__ void mma_bf16_f32(float *d, const u32 *a, u32 b0,
+                                             u32 b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// D(16x8 f16, two packed regs) += A(16x16 f16) * B(16x8 f16)
+__device__ __forceinline__ void mma_f16_f16(u32 *d, const u32 *a, u32 b0,
+                                            u32 b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16 "
+               "{%0,%1}, {%2,%3,%4,%5}, {%6,%7}, {%0,%1};\n"
+               : "+r"(d[0]), "+r"(d[1])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// D(16x8 f32) += A(16x32 e4m3) * B(32x8 e4m3); sm_89+
+__device__ __forceinline__ void mma_e4m3_f32(float *d, const u32 *a, u32 b0,
+                                             u32 b1) {
+#if __CUDA_ARCH__ >= 890
+  asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 "
+               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+// D(16x8 f16) += A(16x32 e4m3) * B(32x8 e4m3); sm_89+, PTX 8.7
+__device__ __forceinline__ void mma_e4m3_f16(u32 *d, const u32 *a, u32 b0,
+                                             u32 b1) {
+#if __CUDA_ARCH__ >= 890
+  asm volatile("mma.sync.aligned.m16n8k32.row.col.f16.e4m3.e4m3.f16 "
+               "{%0,%1}, {%2,%3,%4,%5}, {%6,%7}, {%0,%1};\n"
+               : "+r"(d[0]), "+r"(d[1])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+// ------------------------------------------------------------ tensor views
+// A [batch, heads, seq, dim] view with element strides (dim contiguous).
+struct View {
+  const void *ptr;
+  i64 sb, sh, sn;
+};
+
+__host__ __device__ constexpr int round_up(int x, int m) {
+  return (x + m - 1) / m * m;
+}
+__device__ __forceinline__ int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+} // namespace sj

@@ -1,0 +1,206 @@
+/*
+ * spec.c -- kernel specs: what a call needs (the plan), the name expression
+ * that instantiates each template, its launch shape and NVRTC options.
+ *
+ * The name expression and the options are everything that shapes a binary
+ * besides the template sources and the target, so together they go into the
+ * cache key (see sj_spec_key in compile.c).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* Tile constants of the templates (kernel_templates/sj_common.cuh). */
+#define BLK_Q 128
+#define BLK_K 64
+
+static const char *dtype_name(sj_dtype d) {
+  return d == SJ_DTYPE_BF16 ? "sj::BF16" : "sj::FP16";
+}
+static const char *family_name(sj_family f) {
+  return f == SJ_FAMILY_FP8PV ? "sj::FP8PV" : "sj::FP16PV";
+}
+static const char *quant_name(sj_quant_gran q) {
+  switch (q) {
+  case SJ_QUANT_PER_BLOCK:
+    return "sj::PER_BLOCK";
+  case SJ_QUANT_PER_WARP:
+    return "sj::PER_WARP";
+  default:
+    return "sj::PER_THREAD";
+  }
+}
+static const char *accum_name(sj_pv_accum a) {
+  switch (a) {
+  case SJ_ACCUM_FP32_FP32:
+    return "sj::ACC_FP32_FP32";
+  case SJ_ACCUM_FP16_FP32:
+    return "sj::ACC_FP16_FP32";
+  case SJ_ACCUM_FP32_FP16:
+    return "sj::ACC_FP32_FP16";
+  default:
+    return "sj::ACC_FP32";
+  }
+}
+
+int sj_spec_name(const sj_spec *s, char *buf, size_t size) {
+  int n = -1;
+  switch (s->kind) {
+  case SJ_KERNEL_STATS:
+    n = snprintf(buf, size, "sj::kv_stats<%s,%d>", dtype_name(s->dtype),
+                 s->head_dim);
+    break;
+  case SJ_KERNEL_FINALIZE:
+    n = snprintf(buf, size, "sj::kv_finalize<%d>", s->head_dim);
+    break;
+  case SJ_KERNEL_QUANT:
+    n = snprintf(buf, size, "sj::quant_qkv<%s,%d,%s,%d>", dtype_name(s->dtype),
+                 s->head_dim, quant_name(s->quant), s->warp_q);
+    break;
+  case SJ_KERNEL_ATTN:
+    n = snprintf(buf, size, "sj::attn_mma<%s,%s,%d,%s,%s,%s,%d,%d>",
+                 family_name(s->family), dtype_name(s->dtype), s->head_dim,
+                 s->causal ? "true" : "false", quant_name(s->quant),
+                 accum_name(s->accum), s->warp_q, s->stages);
+    break;
+  case SJ_KERNEL_REFERENCE:
+    n = snprintf(buf, size, "sj::reference_attn<%s,%d>", dtype_name(s->dtype),
+                 s->head_dim);
+    break;
+  }
+  return (n < 0 || (size_t)n >= size) ? -1 : 0;
+}
+
+/* Dynamic shared memory of the attention kernel (sj_attn_mma.cuh). */
+static int attn_smem(sj_family fam, int d, int stages) {
+  const int q = BLK_Q * (d + 16);
+  const int k = BLK_K * (d + 16);
+  const int v = fam == SJ_FAMILY_FP8PV ? d * (BLK_K + 16) : BLK_K * (2 * d + 16);
+  return q + stages * (k + v);
+}
+
+sj_launch_shape sj_spec_shape(const sj_spec *s) {
+  sj_launch_shape sh = {256, 0};
+  switch (s->kind) {
+  case SJ_KERNEL_ATTN:
+    sh.threads = BLK_Q / s->warp_q * 32;
+    sh.smem_bytes = attn_smem(s->family, s->head_dim, s->stages);
+    break;
+  case SJ_KERNEL_REFERENCE:
+    sh.threads = 128;
+    break;
+  default:
+    break;
+  }
+  return sh;
+}
+
+int sj_spec_options(const sj_spec *s, const sj_target *t, char opts[][64],
+                    int max) {
+  (void)s;
+  int n = 0;
+  if (max < 2)
+    return -1;
+  snprintf(opts[n++], 64, "--gpu-architecture=%s", t->name);
+  snprintf(opts[n++], 64, "-std=c++17");
+  return n;
+}
+
+static int head_dim_ok(int d) {
+  return d == 32 || d == 64 || d == 96 || d == 128 || d == 256;
+}
+
+sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
+                       int head_dim, int causal, sj_quant_gran qg,
+                       sj_pv_accum acc, int smooth_k, int smooth_v,
+                       sj_plan *out, char *msg, size_t msg_size) {
+  memset(out, 0, sizeof *out);
+  if (fam == SJ_FAMILY_AUTO)
+    fam = t->family;
+  if (!sj_family_supported(fam, t)) {
+    snprintf(msg, msg_size, "family %s needs sm_89 or newer; target is %s",
+             fam == SJ_FAMILY_FP8PV ? "fp8pv" : "fp16pv", t->name);
+    return SJ_ERR_UNSUPPORTED;
+  }
+  if (!head_dim_ok(head_dim)) {
+    snprintf(msg, msg_size,
+             "head_dim %d is not supported (32, 64, 96, 128 or 256)", head_dim);
+    return SJ_ERR_UNSUPPORTED;
+  }
+  if (qg == SJ_QUANT_DEFAULT)
+    qg = SJ_QUANT_PER_THREAD;
+  if (acc == SJ_ACCUM_DEFAULT) {
+    if (fam == SJ_FAMILY_FP16PV)
+      acc = SJ_ACCUM_FP32;
+    else /* consumer parts accumulate fp16 at twice the rate */
+      acc = (t->sm == 89 || t->sm >= 120) ? SJ_ACCUM_FP32_FP16
+                                          : SJ_ACCUM_FP32_FP32;
+  }
+  const int fp16_ok = acc == SJ_ACCUM_FP32 || acc == SJ_ACCUM_FP16_FP32;
+  const int fp8_ok = acc == SJ_ACCUM_FP32 || acc == SJ_ACCUM_FP32_FP32 ||
+                     acc == SJ_ACCUM_FP32_FP16;
+  if ((fam == SJ_FAMILY_FP16PV && !fp16_ok) ||
+      (fam == SJ_FAMILY_FP8PV && !fp8_ok)) {
+    snprintf(msg, msg_size,
+             "pv_accum %d is not offered by the %s family (fp16pv: fp32, "
+             "fp16+fp32; fp8pv: fp32, fp32+fp32, fp32+fp16)",
+             (int)acc, fam == SJ_FAMILY_FP8PV ? "fp8pv" : "fp16pv");
+    return SJ_ERR_UNSUPPORTED;
+  }
+  smooth_k = smooth_k < 0 ? 1 : smooth_k;
+  smooth_v = smooth_v < 0 ? 0 : smooth_v;
+  if (smooth_v && !(fam == SJ_FAMILY_FP8PV && acc != SJ_ACCUM_FP32_FP16)) {
+    snprintf(msg, msg_size,
+             "smooth_v applies to the fp8pv family with fp32 or fp32+fp32 "
+             "accumulation only");
+    return SJ_ERR_UNSUPPORTED;
+  }
+  out->family = fam;
+  out->dtype = dt;
+  out->head_dim = head_dim;
+  out->causal = causal ? 1 : 0;
+  out->quant = qg;
+  out->accum = acc;
+  out->smooth_k = smooth_k;
+  out->smooth_v = smooth_v;
+  out->warp_q = 16;
+  out->stages = attn_smem(fam, head_dim, 2) <= t->smem_optin ? 2 : 1;
+  if (attn_smem(fam, head_dim, out->stages) > t->smem_optin) {
+    snprintf(msg, msg_size, "head_dim %d needs more shared memory than %s has",
+             head_dim, t->name);
+    return SJ_ERR_UNSUPPORTED;
+  }
+
+  sj_spec base;
+  memset(&base, 0, sizeof base);
+  base.family = fam;
+  base.dtype = dt;
+  base.head_dim = head_dim;
+  base.quant = qg;
+  base.accum = acc;
+  base.warp_q = out->warp_q;
+  base.stages = out->stages;
+  base.causal = out->causal;
+  sj_spec *sp = out->specs;
+  /* stats + finalize: K mean and V scale (independent of quant/accum) */
+  sp[0] = base;
+  sp[0].kind = SJ_KERNEL_STATS;
+  sp[0].family = 0;
+  sp[0].quant = 0;
+  sp[0].accum = 0;
+  sp[0].causal = 0;
+  sp[0].warp_q = 0;
+  sp[0].stages = 0;
+  sp[1] = sp[0];
+  sp[1].kind = SJ_KERNEL_FINALIZE;
+  sp[1].dtype = 0;
+  sp[2] = sp[0];
+  sp[2].kind = SJ_KERNEL_QUANT;
+  sp[2].quant = qg;
+  sp[2].warp_q = out->warp_q;
+  sp[3] = base;
+  sp[3].kind = SJ_KERNEL_ATTN;
+  out->n_specs = 4;
+  return SJ_OK;
+}

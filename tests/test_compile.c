@@ -1,0 +1,130 @@
+/*
+ * test_compile.c -- every kernel template compiles with NVRTC for every
+ * default target on this GPU-less machine, the images land in the cache,
+ * and each image is a valid binary for its target.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "internal.h"
+#include "testutil.h"
+
+static const char *k_targets[] = {"sm_80",   "sm_86",   "sm_89",  "sm_90a",
+                                  "sm_100a", "sm_103a", "sm_120a"};
+#define N_TARGETS (sizeof k_targets / sizeof *k_targets)
+
+typedef struct counts {
+  int64_t rows;
+  int64_t by_target[N_TARGETS];
+} counts;
+
+static int count_row(void *user, const sj_cache_entry *e) {
+  counts *c = user;
+  c->rows++;
+  for (size_t i = 0; i < N_TARGETS; i++)
+    if (!strcmp(e->target, k_targets[i]))
+      c->by_target[i]++;
+  return 0;
+}
+
+/* The default warm matrix, for all default targets: {fp16, bf16} x {64,
+ * 128} x {causal 0, 1} with each target's default family.  Per target:
+ * kv_stats (2 dtypes x 2 dims) + kv_finalize (2 dims) + quant (4) + attention
+ * (8) = 18 distinct kernels. */
+static void test_warm_default_matrix_all_targets(void **state) {
+  (void)state;
+  if (sj_nvrtc_version(NULL, NULL) != SJ_OK)
+    skip();
+  char dir[512];
+  assert_int_equal(tu_mkdtemp("compile", dir, sizeof dir), 0);
+  sj_config cfg;
+  sj_config_init(&cfg);
+  cfg.device = SJ_DEVICE_NONE;
+  cfg.target = "sm_80";
+  cfg.cache_dir = dir;
+  sj_context *ctx = NULL;
+  assert_int_equal(sj_context_create(&ctx, &cfg), SJ_OK);
+
+  sj_warm_request req;
+  memset(&req, 0, sizeof req);
+  req.targets = k_targets;
+  req.n_targets = N_TARGETS;
+  req.jobs = 2;
+  sj_warm_result r;
+  sj_status st = sj_warm(ctx, &req, &r);
+  if (st != SJ_OK)
+    fail_msg("warm: %s", sj_context_last_error(ctx));
+  assert_int_equal(r.failed, 0);
+  assert_int_equal(r.total, 18 * (int64_t)N_TARGETS);
+  assert_int_equal(r.compiled, r.total);
+  assert_int_equal(r.cached, 0);
+
+  counts c;
+  memset(&c, 0, sizeof c);
+  assert_int_equal(sj_cache_list(ctx, count_row, &c), SJ_OK);
+  assert_int_equal(c.rows, r.total);
+  for (size_t i = 0; i < N_TARGETS; i++)
+    assert_int_equal(c.by_target[i], 18);
+
+  /* Every stored image passes the checksum and ELF/target checks. */
+  int64_t checked = 0, ok = 0, corrupt = 0;
+  assert_int_equal(sj_cache_verify(ctx, &checked, &ok, &corrupt), SJ_OK);
+  assert_int_equal(checked, r.total);
+  assert_int_equal(ok, r.total);
+  assert_int_equal(corrupt, 0);
+
+  /* Idempotent: a second warm compiles nothing. */
+  sj_warm_result r2;
+  assert_int_equal(sj_warm(ctx, &req, &r2), SJ_OK);
+  assert_int_equal(r2.compiled, 0);
+  assert_int_equal(r2.cached, r.total);
+  sj_context_destroy(ctx);
+  tu_rmrf(dir);
+}
+
+/* The reference kernel (not part of warm) and the non-default family and
+ * head dims compile where the family exists. */
+static void test_other_kernels_compile(void **state) {
+  (void)state;
+  if (sj_nvrtc_version(NULL, NULL) != SJ_OK)
+    skip();
+  sj_config cfg;
+  sj_config_init(&cfg);
+  cfg.device = SJ_DEVICE_NONE;
+  cfg.target = "sm_90a";
+  cfg.cache_disabled = 1;
+  sj_context *ctx = NULL;
+  assert_int_equal(sj_context_create(&ctx, &cfg), SJ_OK);
+  for (size_t ti = 0; ti < N_TARGETS; ti++) {
+    sj_target t;
+    assert_int_equal(sj_target_parse(k_targets[ti], &t), 0);
+    for (int dt = 1; dt <= 2; dt++) {
+      sj_spec s;
+      memset(&s, 0, sizeof s);
+      s.kind = SJ_KERNEL_REFERENCE;
+      s.dtype = (sj_dtype)dt;
+      s.head_dim = 128;
+      int compiled = 0;
+      sj_status st = sj_kernel_ensure_cached(ctx, &s, &t, &compiled);
+      if (st != SJ_OK)
+        fail_msg("reference for %s: %s", t.name, sj_context_last_error(ctx));
+      assert_int_equal(compiled, 1);
+    }
+  }
+  sj_context_destroy(ctx);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_warm_default_matrix_all_targets),
+      cmocka_unit_test(test_other_kernels_compile),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,518 @@
+/*
+ * test_runtime.c -- CPU tests of the runtime: targets, specs, plans,
+ * contexts, parameter validation, status texts, and the library's silence.
+ * None of these needs a GPU.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "internal.h"
+#include "testutil.h"
+
+/* ----------------------------------------------------------------- targets */
+
+static void test_target_table(void **state) {
+  (void)state;
+  static const int all[] = {75, 80, 86, 87, 88, 89, 90, 100, 103, 110, 120, 121};
+  const struct {
+    int maj, min;
+    const char *name;
+    sj_family fam;
+  } cases[] = {{8, 0, "sm_80", SJ_FAMILY_FP16PV},   {8, 6, "sm_86", SJ_FAMILY_FP16PV},
+               {8, 7, "sm_87", SJ_FAMILY_FP16PV},   {8, 9, "sm_89", SJ_FAMILY_FP8PV},
+               {9, 0, "sm_90a", SJ_FAMILY_FP8PV},   {10, 0, "sm_100a", SJ_FAMILY_FP8PV},
+               {10, 3, "sm_103a", SJ_FAMILY_FP8PV}, {11, 0, "sm_110a", SJ_FAMILY_FP8PV},
+               {12, 0, "sm_120a", SJ_FAMILY_FP8PV}, {12, 1, "sm_121a", SJ_FAMILY_FP8PV}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    sj_target t;
+    char note[256];
+    assert_int_equal(sj_target_for_device(cases[i].maj, cases[i].min, all, 12,
+                                          &t, note, sizeof note),
+                     0);
+    assert_string_equal(t.name, cases[i].name);
+    assert_int_equal(t.is_ptx, 0);
+    assert_int_equal(t.family, cases[i].fam);
+    assert_string_equal(note, "");
+  }
+}
+
+static void test_target_newer_than_nvrtc(void **state) {
+  (void)state;
+  /* NVRTC 12.4 knew up to sm_90: a Blackwell device gets PTX for 90. */
+  static const int old[] = {80, 86, 87, 89, 90};
+  sj_target t;
+  char note[256];
+  assert_int_equal(sj_target_for_device(10, 0, old, 5, &t, note, sizeof note), 0);
+  assert_string_equal(t.name, "compute_90");
+  assert_int_equal(t.is_ptx, 1);
+  assert_non_null(strstr(note, "PTX"));
+  /* A device sagejit has never heard of (sm_130) with a newer NVRTC. */
+  static const int future[] = {80, 90, 120, 130};
+  assert_int_equal(sj_target_for_device(13, 0, future, 4, &t, note, sizeof note), 0);
+  assert_string_equal(t.name, "compute_130");
+  /* Older than Ampere: refused with a reason. */
+  assert_int_equal(sj_target_for_device(7, 5, future, 4, &t, note, sizeof note), -1);
+  assert_non_null(strstr(note, "sm_80"));
+}
+
+static void test_target_parse(void **state) {
+  (void)state;
+  sj_target t;
+  assert_int_equal(sj_target_parse("sm_90a", &t), 0);
+  assert_string_equal(t.name, "sm_90a");
+  assert_int_equal(t.sm, 90);
+  assert_int_equal(sj_target_parse("compute_120", &t), 0);
+  assert_int_equal(t.is_ptx, 1);
+  assert_int_equal(t.sm, 120);
+  assert_int_equal(sj_target_parse("89", &t), 0);
+  assert_string_equal(t.name, "sm_89");
+  assert_int_equal(sj_target_parse("sm_75", &t), -1);
+  assert_int_equal(sj_target_parse("sm_9x", &t), -1);
+  assert_int_equal(sj_target_parse("", &t), -1);
+  assert_int_equal(sj_target_parse(NULL, &t), -1);
+  assert_int_equal(sj_target_parse("gfx90a", &t), -1);
+}
+
+/* ------------------------------------------------------------------ plans */
+
+static void test_plan_defaults(void **state) {
+  (void)state;
+  sj_target t80, t89, t90;
+  sj_target_parse("sm_80", &t80);
+  sj_target_parse("sm_89", &t89);
+  sj_target_parse("sm_90a", &t90);
+  sj_plan p;
+  char msg[256];
+  assert_int_equal(sj_plan_make(&t80, SJ_FAMILY_AUTO, SJ_DTYPE_FP16, 128, 0, 0, 0,
+                                -1, -1, &p, msg, sizeof msg),
+                   SJ_OK);
+  assert_int_equal(p.family, SJ_FAMILY_FP16PV);
+  assert_int_equal(p.quant, SJ_QUANT_PER_THREAD);
+  assert_int_equal(p.accum, SJ_ACCUM_FP32);
+  assert_int_equal(p.smooth_k, 1);
+  assert_int_equal(p.smooth_v, 0);
+  assert_int_equal(sj_plan_make(&t89, SJ_FAMILY_AUTO, SJ_DTYPE_BF16, 64, 1, 0, 0,
+                                -1, -1, &p, msg, sizeof msg),
+                   SJ_OK);
+  assert_int_equal(p.family, SJ_FAMILY_FP8PV);
+  assert_int_equal(p.accum, SJ_ACCUM_FP32_FP16);
+  assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_AUTO, SJ_DTYPE_FP16, 128, 0, 0, 0,
+                                -1, -1, &p, msg, sizeof msg),
+                   SJ_OK);
+  assert_int_equal(p.accum, SJ_ACCUM_FP32_FP32);
+  assert_int_equal(p.n_specs, 4);
+}
+
+static void test_plan_rejects(void **state) {
+  (void)state;
+  sj_target t80, t90;
+  sj_target_parse("sm_80", &t80);
+  sj_target_parse("sm_90a", &t90);
+  sj_plan p;
+  char msg[256];
+  /* FP8 P.V needs sm_89 */
+  assert_int_equal(sj_plan_make(&t80, SJ_FAMILY_FP8PV, SJ_DTYPE_FP16, 128, 0, 0, 0,
+                                -1, -1, &p, msg, sizeof msg),
+                   SJ_ERR_UNSUPPORTED);
+  assert_non_null(strstr(msg, "sm_89"));
+  /* head dims */
+  assert_int_equal(sj_plan_make(&t90, 0, SJ_DTYPE_FP16, 80, 0, 0, 0, -1, -1, &p, msg,
+                                sizeof msg),
+                   SJ_ERR_UNSUPPORTED);
+  assert_non_null(strstr(msg, "head_dim 80"));
+  /* accumulation a family does not offer */
+  assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_FP16PV, SJ_DTYPE_FP16, 64, 0, 0,
+                                SJ_ACCUM_FP32_FP16, -1, -1, &p, msg, sizeof msg),
+                   SJ_ERR_UNSUPPORTED);
+  assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_FP8PV, SJ_DTYPE_FP16, 64, 0, 0,
+                                SJ_ACCUM_FP16_FP32, -1, -1, &p, msg, sizeof msg),
+                   SJ_ERR_UNSUPPORTED);
+  /* smooth_v only with fp8 and an fp32 accumulation */
+  assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_FP16PV, SJ_DTYPE_FP16, 64, 0, 0, 0,
+                                -1, 1, &p, msg, sizeof msg),
+                   SJ_ERR_UNSUPPORTED);
+  assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_FP8PV, SJ_DTYPE_FP16, 64, 0, 0,
+                                SJ_ACCUM_FP32_FP16, -1, 1, &p, msg, sizeof msg),
+                   SJ_ERR_UNSUPPORTED);
+  assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_FP8PV, SJ_DTYPE_FP16, 64, 0, 0,
+                                SJ_ACCUM_FP32_FP32, -1, 1, &p, msg, sizeof msg),
+                   SJ_OK);
+}
+
+/* Every distinct spec a warm of a wide matrix produces has a distinct name:
+ * two instantiations can never share a cache key by accident. */
+static void test_spec_names_unique(void **state) {
+  (void)state;
+  sj_target t;
+  sj_target_parse("sm_90a", &t);
+  static const int dims[] = {32, 64, 96, 128, 256};
+  char(*names)[256] = calloc(4096, 256);
+  sj_spec *specs = calloc(4096, sizeof *specs);
+  assert_non_null(names);
+  assert_non_null(specs);
+  int n = 0;
+  for (int fam = 1; fam <= 2; fam++)
+    for (int dt = 1; dt <= 2; dt++)
+      for (int d = 0; d < 5; d++)
+        for (int c = 0; c < 2; c++)
+          for (int q = 1; q <= 3; q++)
+            for (int a = 1; a <= 4; a++) {
+              sj_plan p;
+              char msg[256];
+              if (sj_plan_make(&t, (sj_family)fam, (sj_dtype)dt, dims[d], c,
+                               (sj_quant_gran)q, (sj_pv_accum)a, -1, -1, &p, msg,
+                               sizeof msg) != SJ_OK)
+                continue;
+              for (int s = 0; s < p.n_specs; s++) {
+                int dup = -1;
+                for (int i = 0; i < n; i++)
+                  if (!memcmp(&specs[i], &p.specs[s], sizeof specs[i]))
+                    dup = i;
+                char name[256];
+                assert_int_equal(sj_spec_name(&p.specs[s], name, sizeof name), 0);
+                if (dup >= 0) {
+                  assert_string_equal(names[dup], name);
+                  continue;
+                }
+                for (int i = 0; i < n; i++)
+                  assert_string_not_equal(names[i], name);
+                assert_true(n < 4096);
+                specs[n] = p.specs[s];
+                strcpy(names[n], name);
+                n++;
+              }
+            }
+  /* 2 families' worth of attention kernels plus shared preprocessing */
+  assert_true(n > 100);
+  free(names);
+  free(specs);
+}
+
+/* ---------------------------------------------------------------- context */
+
+static sj_context *compile_ctx(const char *target) {
+  sj_config cfg;
+  sj_config_init(&cfg);
+  cfg.device = SJ_DEVICE_NONE;
+  cfg.target = target;
+  cfg.cache_disabled = 1;
+  sj_context *ctx = NULL;
+  assert_int_equal(sj_context_create(&ctx, &cfg), SJ_OK);
+  assert_non_null(ctx);
+  return ctx;
+}
+
+static void test_context_create_errors(void **state) {
+  (void)state;
+  sj_config cfg;
+  sj_context *ctx = (sj_context *)0x1;
+  assert_int_equal(sj_context_create(NULL, NULL), SJ_ERR_INVALID_ARGUMENT);
+  sj_config_init(&cfg);
+  cfg.device = SJ_DEVICE_NONE;
+  unsetenv("SAGEJIT_ARCH");
+  assert_int_equal(sj_context_create(&ctx, &cfg), SJ_ERR_INVALID_ARGUMENT);
+  assert_null(ctx);
+  assert_non_null(strstr(sj_context_create_error(), "target"));
+  cfg.target = "sm_7x";
+  assert_int_equal(sj_context_create(&ctx, &cfg), SJ_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(sj_context_create_error(), "sm_7x"));
+  cfg.target = "sm_80";
+  cfg.family = SJ_FAMILY_FP8PV;
+  assert_int_equal(sj_context_create(&ctx, &cfg), SJ_ERR_UNSUPPORTED);
+  cfg.family = (sj_family)7;
+  assert_int_equal(sj_context_create(&ctx, &cfg), SJ_ERR_INVALID_ARGUMENT);
+  /* the environment's family */
+  cfg.family = SJ_FAMILY_AUTO;
+  cfg.target = "sm_90a";
+  cfg.cache_disabled = 1;
+  setenv("SAGEJIT_FAMILY", "fp16pv", 1);
+  assert_int_equal(sj_context_create(&ctx, &cfg), SJ_OK);
+  assert_int_equal(sj_context_family(ctx), SJ_FAMILY_FP16PV);
+  sj_context_destroy(ctx);
+  setenv("SAGEJIT_FAMILY", "fp4", 1);
+  assert_int_equal(sj_context_create(&ctx, &cfg), SJ_ERR_INVALID_ARGUMENT);
+  unsetenv("SAGEJIT_FAMILY");
+  /* SAGEJIT_ARCH stands in for cfg.target */
+  cfg.target = NULL;
+  setenv("SAGEJIT_ARCH", "sm_120a", 1);
+  assert_int_equal(sj_context_create(&ctx, &cfg), SJ_OK);
+  assert_string_equal(sj_context_target(ctx), "sm_120a");
+  assert_int_equal(sj_context_family(ctx), SJ_FAMILY_FP8PV);
+  sj_context_destroy(ctx);
+  unsetenv("SAGEJIT_ARCH");
+  sj_context_destroy(NULL); /* harmless */
+}
+
+static void test_context_without_gpu(void **state) {
+  (void)state;
+  if (tu_have_gpu())
+    skip();
+  sj_config cfg;
+  sj_config_init(&cfg);
+  cfg.cache_disabled = 1;
+  sj_context *ctx = (sj_context *)0x1;
+  sj_status st = sj_context_create(&ctx, &cfg);
+  assert_true(st == SJ_ERR_NO_DRIVER || st == SJ_ERR_NO_DEVICE);
+  assert_null(ctx);
+  assert_true(strlen(sj_context_create_error()) > 0);
+}
+
+/* ------------------------------------------------------------ validation */
+
+typedef struct fixture {
+  sj_context *ctx;
+  sj_attention_params p;
+} fixture;
+
+static int setup_params(void **state) {
+  fixture *f = calloc(1, sizeof *f);
+  f->ctx = compile_ctx("sm_90a");
+  sj_attention_params_init(&f->p);
+  f->p.batch = 2;
+  f->p.heads_q = 8;
+  f->p.heads_kv = 2;
+  f->p.seq_q = 100;
+  f->p.seq_kv = 300;
+  f->p.head_dim = 128;
+  /* Fake, aligned, far-apart device addresses: nothing is ever launched. */
+  f->p.q = (void *)(uintptr_t)0x100000000ull;
+  f->p.k = (void *)(uintptr_t)0x200000000ull;
+  f->p.v = (void *)(uintptr_t)0x300000000ull;
+  f->p.o = (void *)(uintptr_t)0x400000000ull;
+  *state = f;
+  return 0;
+}
+
+static int teardown_params(void **state) {
+  fixture *f = *state;
+  sj_context_destroy(f->ctx);
+  free(f);
+  return 0;
+}
+
+/* The valid baseline reaches the device check, so every rejection below is
+ * caused by the one field it changes. */
+static void expect(fixture *f, const sj_attention_params *p, sj_status want,
+                   const char *substr) {
+  sj_status st = sj_attention(f->ctx, p, NULL);
+  if (st != want || (substr && !strstr(sj_context_last_error(f->ctx), substr)))
+    fail_msg("got %s '%s', want %s '%s'", sj_status_name(st),
+             sj_context_last_error(f->ctx), sj_status_name(want),
+             substr ? substr : "");
+  size_t bytes = 0;
+  sj_status ws = sj_attention_workspace_size(f->ctx, p, &bytes);
+  if (want == SJ_ERR_NO_DEVICE) {
+    assert_int_equal(ws, SJ_OK);
+    assert_true(bytes > 0);
+  } else {
+    assert_int_equal(ws, want);
+  }
+}
+
+static void test_validation(void **state) {
+  fixture *f = *state;
+  sj_attention_params p = f->p;
+  expect(f, &p, SJ_ERR_NO_DEVICE, "no device");
+  assert_int_equal(sj_attention(NULL, &p, NULL), SJ_ERR_INVALID_ARGUMENT);
+  assert_int_equal(sj_attention(f->ctx, NULL, NULL), SJ_ERR_INVALID_ARGUMENT);
+
+#define CASE(field, value, status, text)                                       \
+  do {                                                                         \
+    p = f->p;                                                                  \
+    p.field = value;                                                           \
+    expect(f, &p, status, text);                                               \
+  } while (0)
+  CASE(q, NULL, SJ_ERR_INVALID_ARGUMENT, "q is NULL");
+  CASE(k, NULL, SJ_ERR_INVALID_ARGUMENT, "k is NULL");
+  CASE(v, NULL, SJ_ERR_INVALID_ARGUMENT, "v is NULL");
+  CASE(o, NULL, SJ_ERR_INVALID_ARGUMENT, "o is NULL");
+  CASE(q, (void *)(uintptr_t)0x100000002ull, SJ_ERR_INVALID_ARGUMENT, "aligned");
+  CASE(batch, 0, SJ_ERR_INVALID_ARGUMENT, "batch must be >= 1");
+  CASE(batch, -3, SJ_ERR_INVALID_ARGUMENT, "batch");
+  CASE(heads_q, 0, SJ_ERR_INVALID_ARGUMENT, "heads_q");
+  CASE(heads_kv, 0, SJ_ERR_INVALID_ARGUMENT, "heads_kv");
+  CASE(heads_kv, 3, SJ_ERR_INVALID_ARGUMENT, "multiple");
+  CASE(seq_q, 0, SJ_ERR_INVALID_ARGUMENT, "seq_q");
+  CASE(seq_kv, -1, SJ_ERR_INVALID_ARGUMENT, "seq_kv");
+  CASE(seq_q, (int64_t)1 << 40, SJ_ERR_INVALID_ARGUMENT, "exceeds");
+  CASE(batch, 70000, SJ_ERR_INVALID_ARGUMENT, "exceeds");
+  CASE(head_dim, 0, SJ_ERR_INVALID_ARGUMENT, "head_dim");
+  CASE(head_dim, 80, SJ_ERR_UNSUPPORTED, "head_dim 80");
+  CASE(head_dim, 512, SJ_ERR_UNSUPPORTED, "head_dim 512");
+  CASE(dtype, (sj_dtype)0, SJ_ERR_INVALID_ARGUMENT, "dtype");
+  CASE(dtype, (sj_dtype)9, SJ_ERR_INVALID_ARGUMENT, "dtype");
+  CASE(layout, (sj_layout)3, SJ_ERR_INVALID_ARGUMENT, "layout");
+  CASE(causal, 2, SJ_ERR_INVALID_ARGUMENT, "causal");
+  CASE(causal_align, (sj_causal_align)5, SJ_ERR_INVALID_ARGUMENT, "causal_align");
+  CASE(family, (sj_family)3, SJ_ERR_INVALID_ARGUMENT, "family");
+  CASE(qk_quant, (sj_quant_gran)4, SJ_ERR_INVALID_ARGUMENT, "qk_quant");
+  CASE(pv_accum, (sj_pv_accum)-1, SJ_ERR_INVALID_ARGUMENT, "pv_accum");
+  CASE(smooth_k, 2, SJ_ERR_INVALID_ARGUMENT, "smooth_k");
+  CASE(smooth_v, -2, SJ_ERR_INVALID_ARGUMENT, "smooth_v");
+  CASE(sm_scale, 1.0f / 0.0f, SJ_ERR_INVALID_ARGUMENT, "sm_scale");
+  CASE(lse, (float *)(uintptr_t)0x500000002ull, SJ_ERR_INVALID_ARGUMENT, "lse");
+  CASE(pv_accum, SJ_ACCUM_FP16_FP32, SJ_ERR_UNSUPPORTED, "pv_accum");
+  /* strides */
+  CASE(q_stride.seq, 100, SJ_ERR_INVALID_ARGUMENT, "multiples of 8");
+  CASE(k_stride.head, -128, SJ_ERR_INVALID_ARGUMENT, "negative");
+  CASE(v_stride.batch, INT64_MAX - 7, SJ_ERR_INVALID_ARGUMENT, "overflow");
+  p = f->p;
+  p.o_stride = (sj_strides){8 * 100 * 128, 100 * 128, 64}; /* rows overlap */
+  expect(f, &p, SJ_ERR_INVALID_ARGUMENT, "overlap");
+  p = f->p;
+  p.o_stride = (sj_strides){0, 100 * 128, 128}; /* batches alias */
+  expect(f, &p, SJ_ERR_INVALID_ARGUMENT, "overlap");
+  p = f->p;
+  p.o = (void *)((uintptr_t)p.v + 4096); /* o inside v */
+  expect(f, &p, SJ_ERR_INVALID_ARGUMENT, "overlaps");
+  /* inputs may alias themselves (a shared K across the batch) */
+  p = f->p;
+  p.k_stride = (sj_strides){0, 300 * 128, 128};
+  expect(f, &p, SJ_ERR_NO_DEVICE, NULL);
+  /* NHD layout with default strides is valid */
+  p = f->p;
+  p.layout = SJ_LAYOUT_NHD;
+  expect(f, &p, SJ_ERR_NO_DEVICE, NULL);
+  /* the reference needs an output */
+  assert_int_equal(sj_attention_reference(f->ctx, &f->p, NULL, NULL),
+                   SJ_ERR_INVALID_ARGUMENT);
+#undef CASE
+}
+
+/* The workspace a call needs grows with the problem and fits its parts. */
+static void test_workspace_size(void **state) {
+  fixture *f = *state;
+  size_t a = 0, b = 0;
+  sj_attention_params p = f->p;
+  assert_int_equal(sj_attention_workspace_size(f->ctx, &p, &a), SJ_OK);
+  /* at least the INT8 Q and K and the e4m3 V */
+  const size_t q8 = 2 * 8 * 128 * 128, k8 = 2 * 2 * 320 * 128;
+  assert_true(a >= q8 + 2 * k8);
+  p.seq_kv *= 4;
+  assert_int_equal(sj_attention_workspace_size(f->ctx, &p, &b), SJ_OK);
+  assert_true(b > a);
+  /* the FP16 family reads V in place: no e4m3 copy */
+  p = f->p;
+  p.family = SJ_FAMILY_FP16PV;
+  assert_int_equal(sj_attention_workspace_size(f->ctx, &p, &b), SJ_OK);
+  assert_true(b < a);
+}
+
+/* ----------------------------------------------------------- status texts */
+
+static void test_status_strings(void **state) {
+  (void)state;
+  const char *seen[32] = {0};
+  for (int s = 0; s <= SJ_ERR_BAD_FILE; s++) {
+    const char *t = sj_status_string((sj_status)s);
+    assert_non_null(t);
+    assert_true(strlen(t) > 3);
+    assert_string_not_equal(t, "unknown status");
+    for (int i = 0; i < s; i++)
+      assert_string_not_equal(seen[i], t);
+    seen[s] = t;
+    assert_true(!strncmp(sj_status_name((sj_status)s), "SJ_", 3));
+  }
+  assert_string_equal(sj_status_string((sj_status)999), "unknown status");
+  assert_int_equal(sj_version_number(), SAGEJIT_VERSION_NUMBER);
+  assert_string_equal(sj_version(), SAGEJIT_VERSION_STRING);
+}
+
+/* ------------------------------------------------------ silence and logs */
+
+typedef struct logbuf {
+  int lines;
+  char last[512];
+} logbuf;
+
+static void capture(void *user, sj_log_level lv, const char *line) {
+  logbuf *b = user;
+  (void)lv;
+  b->lines++;
+  snprintf(b->last, sizeof b->last, "%s", line);
+}
+
+/* Without SAGEJIT_LOG and without a callback the library writes nothing to
+ * stdout or stderr, even on errors; with a callback, lines go there. */
+static void test_never_prints(void **state) {
+  (void)state;
+  int pipefd[2];
+  assert_int_equal(pipe(pipefd), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    dup2(pipefd[1], 1);
+    dup2(pipefd[1], 2);
+    close(pipefd[0]);
+    unsetenv("SAGEJIT_LOG");
+    sj_config cfg;
+    sj_config_init(&cfg);
+    sj_context *ctx = NULL;
+    sj_context_create(&ctx, &cfg); /* fails without a GPU */
+    cfg.device = SJ_DEVICE_NONE;
+    cfg.target = "sm_80";
+    cfg.cache_dir = "/proc/definitely/not/writable";
+    if (sj_context_create(&ctx, &cfg) != SJ_OK)
+      _exit(3);
+    sj_attention_params p;
+    sj_attention_params_init(&p);
+    sj_attention(ctx, &p, NULL);
+    sj_context_destroy(ctx);
+    _exit(0);
+  }
+  close(pipefd[1]);
+  char buf[256];
+  ssize_t n = read(pipefd[0], buf, sizeof buf);
+  close(pipefd[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+  assert_int_equal(n, 0);
+
+  /* the same faults reach a callback */
+  logbuf lb = {0};
+  sj_config cfg;
+  sj_config_init(&cfg);
+  cfg.device = SJ_DEVICE_NONE;
+  cfg.target = "sm_80";
+  cfg.cache_dir = "/proc/definitely/not/writable";
+  cfg.log_fn = capture;
+  cfg.log_user = &lb;
+  cfg.log_level = SJ_LOG_DEBUG;
+  sj_context *ctx = NULL;
+  assert_int_equal(sj_context_create(&ctx, &cfg), SJ_OK);
+  sj_attention_params p;
+  sj_attention_params_init(&p);
+  assert_int_equal(sj_attention(ctx, &p, NULL), SJ_ERR_INVALID_ARGUMENT);
+  assert_true(lb.lines >= 1);
+  sj_context_destroy(ctx);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_target_table),
+      cmocka_unit_test(test_target_newer_than_nvrtc),
+      cmocka_unit_test(test_target_parse),
+      cmocka_unit_test(test_plan_defaults),
+      cmocka_unit_test(test_plan_rejects),
+      cmocka_unit_test(test_spec_names_unique),
+      cmocka_unit_test(test_context_create_errors),
+      cmocka_unit_test(test_context_without_gpu),
+      cmocka_unit_test_setup_teardown(test_validation, setup_params, teardown_params),
+      cmocka_unit_test_setup_teardown(test_workspace_size, setup_params,
+                                      teardown_params),
+      cmocka_unit_test(test_status_strings),
+      cmocka_unit_test(test_never_prints),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
