@@ -27,57 +27,97 @@ template <int FAM, int D> struct AttnSmem {
   static constexpr int V_BYTES = FAM == FP8PV ? D * V_PITCH : BLK_K * V_PITCH;
 };
 
+// One KV tile -> shared memory with cp.async, as straight-line code: each
+// thread's chunks are fixed, so the addresses are a few integer ops each.
 template <int FAM, int DT, int D, int NTHREADS>
 __device__ __forceinline__ void load_kv_tile(const sj_attn_args &a, int j,
                                              i64 bhk, int b, int hk, u8 *sK,
                                              u8 *sV) {
   typedef AttnSmem<FAM, D> S;
-  // K: BLK_K rows of D bytes (zero padded rows already in K8).
-  const u8 *k = (const u8 *)a.k8 + (bhk * a.seq_kv_pad + (i64)j * BLK_K) * D;
-  constexpr int KCH = BLK_K * D / 16;
-  for (int i = threadIdx.x; i < KCH; i += NTHREADS) {
-    const int r = i / (D / 16), c = i % (D / 16);
-    cp_async16(sK + r * S::K_PITCH + c * 16, k + (i64)r * D + c * 16, 16);
+  // K8 rows are contiguous: chunk i of the tile is at byte 16 * i; in shared
+  // memory each row is padded by 16 bytes.
+  {
+    const u8 *k = (const u8 *)a.k8 + (bhk * a.seq_kv_pad + (i64)j * BLK_K) * D;
+    constexpr int CPR = D / 16, KCH = BLK_K * CPR;
+#pragma unroll
+    for (int it = 0; it < (KCH + NTHREADS - 1) / NTHREADS; it++) {
+      const int i = it * NTHREADS + threadIdx.x;
+      if (KCH % NTHREADS == 0 || i < KCH)
+        cp_async16(sK + 16 * (i + i / CPR), k + 16 * i, 16);
+    }
   }
   if (FAM == FP8PV) {
-    // V^T: D channel rows of BLK_K bytes.
+    // V^T: D channel rows of BLK_K bytes, seq_kv_pad apart.
     const u8 *v = (const u8 *)a.v8 + bhk * (i64)D * a.seq_kv_pad + (i64)j * BLK_K;
     constexpr int VCH = D * BLK_K / 16;
-    for (int i = threadIdx.x; i < VCH; i += NTHREADS) {
-      const int r = i / (BLK_K / 16), c = i % (BLK_K / 16);
-      cp_async16(sV + r * S::V_PITCH + c * 16, v + (i64)r * a.seq_kv_pad + c * 16,
-                 16);
+#pragma unroll
+    for (int it = 0; it < (VCH + NTHREADS - 1) / NTHREADS; it++) {
+      const int i = it * NTHREADS + threadIdx.x;
+      if (VCH % NTHREADS == 0 || i < VCH) {
+        const int r = i / (BLK_K / 16), c = i % (BLK_K / 16);
+        cp_async16(sV + r * S::V_PITCH + c * 16,
+                   v + (i64)r * a.seq_kv_pad + c * 16, 16);
+      }
     }
   } else {
-    // V: BLK_K token rows of D 16-bit values, from the caller's tensor;
-    // rows past seq_kv are zero-filled, never read.
-    constexpr int VCH = BLK_K * D * 2 / 16;
-    for (int i = threadIdx.x; i < VCH; i += NTHREADS) {
-      const int r = i / (D / 8), c = i % (D / 8);
-      const int n = j * BLK_K + r;
-      const bool in = n < a.seq_kv;
-      const u8 *src = (const u8 *)a.v +
-                      ((i64)b * a.v_sb + (i64)hk * a.v_sh + (i64)(in ? n : 0) * a.v_sn) * 2 +
-                      c * 16;
-      cp_async16(sV + r * S::V_PITCH + c * 16, src, in ? 16 : 0);
+    // V: BLK_K token rows of D 16-bit values from the caller's tensor; rows
+    // past seq_kv are zero-filled, never read.
+    const u8 *v = (const u8 *)a.v +
+                  ((i64)b * a.v_sb + (i64)hk * a.v_sh + (i64)j * BLK_K * a.v_sn) * 2;
+    const int rows_left = a.seq_kv - j * BLK_K;
+    constexpr int CPR = D / 8, VCH = BLK_K * CPR;
+#pragma unroll
+    for (int it = 0; it < (VCH + NTHREADS - 1) / NTHREADS; it++) {
+      const int i = it * NTHREADS + threadIdx.x;
+      if (VCH % NTHREADS == 0 || i < VCH) {
+        const int r = i / CPR, c = i % CPR;
+        const bool in = r < rows_left;
+        cp_async16(sV + r * S::V_PITCH + c * 16,
+                   v + (in ? (i64)r * a.v_sn * 2 : 0) + c * 16, in ? 16 : 0);
+      }
     }
   }
 }
 
+// Channel n-tile pairs accumulated together in the two-level modes: enough
+// independent mma chains to hide the tensor-core latency, few enough that
+// the per-tile accumulators fit in registers next to O.
+template <int MT, int DN> struct PvGroup {
+  static constexpr int TARGET = MT == 1 ? 4 : 2;
+  static constexpr int PAIRS = DN / 2;
+  static constexpr int GP = PAIRS % TARGET == 0 ? TARGET : (PAIRS % 2 == 0 ? 2 : 1);
+};
+
+// KSUB: keys per compute step (32 or 64).  Tiles are loaded BLK_K = 64 keys
+// at a time; with KSUB = 32 each tile is processed as two online-softmax
+// steps, which halves the score registers (for WARP_Q = 32 at large D).
 template <int FAM, int DT, int D, bool CAUSAL, int QG, int ACC, int WARP_Q,
-          int STAGES>
+          int STAGES, int KSUB>
 __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
     attn_mma(const sj_attn_args a) {
   constexpr int NWARPS = BLK_Q / WARP_Q;
   constexpr int NTHREADS = NWARPS * 32;
   constexpr int MT = WARP_Q / 16;  // m-tiles per warp
-  constexpr int NT = BLK_K / 8;    // n-tiles of S per m-tile
+  constexpr int NT = KSUB / 8;     // n-tiles of S per m-tile
   constexpr int KS = D / 32;       // k-steps of Q.K^T
   constexpr int DN = D / 8;        // n-tiles of O
   constexpr bool F8 = FAM == FP8PV;
   constexpr bool PV_BF16 = !F8 && DT == BF16 && ACC == ACC_FP32;
   constexpr bool TWO_LEVEL = ACC != ACC_FP32;
   constexpr bool TILE_F16 = ACC == ACC_FP16_FP32 || ACC == ACC_FP32_FP16;
+  // Q fragments stay in registers when they are few; else they are re-read
+  // from shared memory for every KV tile (registers go to O and S).
+  constexpr bool Q_REGS = MT * KS <= 4;
+  constexpr int KC = F8 ? KSUB / 32 : KSUB / 16; // k-chunks of P.V
+  constexpr int GP = PvGroup<MT, DN>::GP;
+  // int32 -> float without the quarter-rate I2F: for |x| < 2^22,
+  // float_bits(0x4B400000 + x) == 12582912 + x exactly (|S| <= 127*127*256).
+  // Lazy-rescale threshold (log2 units) and the FP8 offset that keeps
+  // P <= 448 with it.  fp16 tile accumulators (fp16+fp32) need P <= 1.
+  constexpr float TAU = F8 ? 4.0f : (ACC == ACC_FP16_FP32 ? 0.0f : 8.0f);
+  constexpr float P_OFFSET = FP8_P_OFFSET - (F8 ? TAU : 0.0f);
+  constexpr int MAGIC_I = 0x4B400000;
+  constexpr float MAGIC_F = 12582912.0f;
   typedef AttnSmem<FAM, D> S;
 
   extern __shared__ __align__(128) u8 smem[];
@@ -88,6 +128,7 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
   const int qblk = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
+  const int mi = lane / 8, lr = lane % 8; // ldmatrix matrix and row
   const int hk = h / (a.heads_q / a.heads_kv);
   const i64 bh = (i64)b * a.heads_q + h;
   const i64 bhk = (i64)b * a.heads_kv + hk;
@@ -103,13 +144,15 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
     n_tiles = min(n_tiles, lim);
   }
 
-  // ---- Q tile -> registers
+  // ---- Q tile -> shared memory (and registers)
   {
     const u8 *q = (const u8 *)a.q8 + (bh * a.seq_q_pad + q0) * (i64)D;
-    constexpr int QCH = BLK_Q * D / 16;
-    for (int i = threadIdx.x; i < QCH; i += NTHREADS) {
-      const int r = i / (D / 16), c = i % (D / 16);
-      cp_async16(sQ + r * S::Q_PITCH + c * 16, q + (i64)r * D + c * 16, 16);
+    constexpr int CPR = D / 16, QCH = BLK_Q * CPR;
+#pragma unroll
+    for (int it = 0; it < (QCH + NTHREADS - 1) / NTHREADS; it++) {
+      const int i = it * NTHREADS + threadIdx.x;
+      if (QCH % NTHREADS == 0 || i < QCH)
+        cp_async16(sQ + 16 * (i + i / CPR), q + 16 * i, 16);
     }
     cp_async_commit();
   }
@@ -119,16 +162,18 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
   }
   cp_async_wait<0>();
   __syncthreads();
-  u32 qf[MT][KS][4];
-  {
-    const int mi = lane / 8, r = lane % 8;
+  u32 qf[Q_REGS ? MT : 1][Q_REGS ? KS : 1][4];
+  if (Q_REGS) {
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
       for (int kk = 0; kk < KS; kk++) {
-        const int row = warp * WARP_Q + mt * 16 + (mi & 1) * 8 + r;
+        const int row = warp * WARP_Q + mt * 16 + (mi & 1) * 8 + lr;
         const int col = kk * 32 + (mi >> 1) * 16;
-        ldmatrix_x4(qf[mt][kk][0], qf[mt][kk][1], qf[mt][kk][2], qf[mt][kk][3],
+        ldmatrix_x4(qf[Q_REGS ? mt : 0][Q_REGS ? kk : 0][0],
+                    qf[Q_REGS ? mt : 0][Q_REGS ? kk : 0][1],
+                    qf[Q_REGS ? mt : 0][Q_REGS ? kk : 0][2],
+                    qf[Q_REGS ? mt : 0][Q_REGS ? kk : 0][3],
                     sQ + row * S::Q_PITCH + col);
       }
   }
@@ -145,6 +190,7 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
     else
       q_scale = qs[(base * NWARPS + warp) * 8 + g];
   }
+  const float q_mult = q_scale * a.sm_scale_log2;
 
   float o[MT][DN][4];
   float m[MT][2], d[MT][2];
@@ -182,7 +228,17 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
       __syncthreads();
     }
 
-    // ---- S = Q K^T (int32)
+    // k_scale is per 64-key block: shared by the sub-steps
+    float k_scale;
+    {
+      const float *ks = (const float *)a.k_scale;
+      const i64 base = bhk * n_kblk + j;
+      k_scale = QG == PER_THREAD ? ks[base * 4 + t] : ks[base];
+    }
+#pragma unroll 1
+    for (int sub = 0; sub < BLK_K / KSUB; sub++) {
+    const int koff = sub * KSUB;
+    // ---- S = Q K^T (int32); each K fragment feeds 2 * MT mma
     i32 si[MT][NT][4];
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
@@ -191,44 +247,51 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
 #pragma unroll
         for (int e = 0; e < 4; e++)
           si[mt][nt][e] = 0;
-    {
-      const int mi = lane / 8, r = lane % 8;
 #pragma unroll
-      for (int kk = 0; kk < KS; kk++)
+    for (int kk = 0; kk < KS; kk++) {
+      u32 qa[MT][4];
 #pragma unroll
-        for (int np = 0; np < NT / 2; np++) {
-          u32 b0, b1, b2, b3;
-          const int key = np * 16 + (mi >> 1) * 8 + r;
-          const int col = kk * 32 + (mi & 1) * 16;
-          ldmatrix_x4(b0, b1, b2, b3, sK + key * S::K_PITCH + col);
+      for (int mt = 0; mt < MT; mt++) {
+        if (Q_REGS) {
 #pragma unroll
-          for (int mt = 0; mt < MT; mt++) {
-            mma_s8(si[mt][2 * np], qf[mt][kk], b0, b1);
-            mma_s8(si[mt][2 * np + 1], qf[mt][kk], b2, b3);
-          }
+          for (int e = 0; e < 4; e++)
+            qa[mt][e] = qf[Q_REGS ? mt : 0][Q_REGS ? kk : 0][e];
+        } else {
+          const int row = warp * WARP_Q + mt * 16 + (mi & 1) * 8 + lr;
+          const int col = kk * 32 + (mi >> 1) * 16;
+          ldmatrix_x4(qa[mt][0], qa[mt][1], qa[mt][2], qa[mt][3],
+                      sQ + row * S::Q_PITCH + col);
         }
+      }
+#pragma unroll
+      for (int np = 0; np < NT / 2; np++) {
+        u32 b0, b1, b2, b3;
+        const int key = koff + np * 16 + (mi >> 1) * 8 + lr;
+        const int col = kk * 32 + (mi & 1) * 16;
+        ldmatrix_x4(b0, b1, b2, b3, sK + key * S::K_PITCH + col);
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+          mma_s8(si[mt][2 * np], qa[mt], b0, b1);
+          mma_s8(si[mt][2 * np + 1], qa[mt], b2, b3);
+        }
+      }
     }
 
-    // ---- dequantize, mask, online softmax
-    float k_scale;
-    {
-      const float *ks = (const float *)a.k_scale;
-      const i64 base = bhk * n_kblk + j;
-      k_scale = QG == PER_THREAD ? ks[base * 4 + t] : ks[base];
-    }
-    const float mult = q_scale * k_scale * a.sm_scale_log2;
-    const int key0 = j * BLK_K;
+    // ---- dequantize (one multiplier per thread), mask, online softmax
+    // Never 0: -inf * 0 would be NaN for masked scores.
+    const float mult = fmaxf(q_mult * k_scale, 1e-30f);
+    const int key0 = j * BLK_K + koff;
     const bool need_mask =
-        key0 + BLK_K > a.seq_kv ||
-        (CAUSAL && key0 + BLK_K - 1 > q0 + a.causal_offset);
-    float sf[MT][NT][4];
+        key0 + KSUB > a.seq_kv ||
+        (CAUSAL && key0 + KSUB - 1 > q0 + a.causal_offset);
+    float sf[MT][NT][4]; // raw integer scores as floats, then P
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
       for (int nt = 0; nt < NT; nt++)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-          float v = (float)si[mt][nt][e] * mult;
+          float v = __int_as_float(si[mt][nt][e] + MAGIC_I) - MAGIC_F;
           if (need_mask) {
             const int key = key0 + nt * 8 + 2 * t + (e & 1);
             const int row = row_base + mt * 16 + g + 8 * (e >> 1);
@@ -247,28 +310,35 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
 #pragma unroll
         for (int nt = 0; nt < NT; nt++)
           mx = fmaxf(mx, fmaxf(sf[mt][nt][2 * hf], sf[mt][nt][2 * hf + 1]));
-        mx = quad_max(mx);
-        const float m_new = fmaxf(m[mt][hf], mx);
+        // The multiplier is positive, so the max commutes with it; the quad
+        // shares rows but not k scales, so scale before the shuffle.
+        mx = quad_max(mx * mult);
+        // Lazy rescaling: the reference max moves only when the tile's max
+        // exceeds it by more than TAU, so P <= 2^TAU (times the FP8 offset)
+        // and most tiles skip the O rescale.
+        const float m_old = m[mt][hf];
+        const bool upd = mx > m_old + TAU;
+        const float m_new = upd ? mx : m_old;
         // A row that has seen no key yet keeps m = -inf; use 0 as the
         // reference so that exp2 gives 0, never NaN.
         const float m_ref = m_new == neg_inf() ? 0.f : m_new;
-        o_scale[mt][hf] = fast_exp2(m[mt][hf] - m_ref);
+        o_scale[mt][hf] = upd ? fast_exp2(m_old - m_ref) : 1.f;
         m[mt][hf] = m_new;
-        const float sub = F8 ? m_ref - FP8_P_OFFSET : m_ref;
+        const float sub = F8 ? m_ref - P_OFFSET : m_ref;
         float sum = 0.f;
 #pragma unroll
         for (int nt = 0; nt < NT; nt++)
 #pragma unroll
           for (int e = 0; e < 2; e++) {
-            const float p = fast_exp2(sf[mt][nt][2 * hf + e] - sub);
+            const float p = fast_exp2(fmaf(sf[mt][nt][2 * hf + e], mult, -sub));
             sf[mt][nt][2 * hf + e] = p;
             sum += p;
           }
         d[mt][hf] = d[mt][hf] * o_scale[mt][hf] + sum;
       }
 
-    // ---- P fragments (A operand of P.V)
-    constexpr int KC = F8 ? BLK_K / 32 : BLK_K / 16; // k-chunks of P.V
+    // ---- P fragments (A operand of P.V), packed right away so that the
+    // fp32 P values die here: 16-bit pairs or e4m3 quads.
     u32 pa[MT][KC][4];
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
@@ -301,35 +371,53 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
         }
       }
 
-    // ---- O = O * o_scale + P V, one pair of channel n-tiles at a time
-    {
-      const int mi = lane / 8, r = lane % 8;
+    // ---- O = O * o_scale + P V
+    // Once the row maxima settle, o_scale is 1 for the whole warp: skip the
+    // multiply (warp-uniform branch).
+    bool rescale = false;
 #pragma unroll
-      for (int np = 0; np < DN / 2; np++) {
-        float acc[MT][2][4];
-        u32 acc16[MT][2][2];
+    for (int mt = 0; mt < MT; mt++)
+      rescale |= o_scale[mt][0] != 1.f || o_scale[mt][1] != 1.f;
+    rescale = __any_sync(0xffffffffu, rescale);
+    if (!TWO_LEVEL && rescale) {
+#pragma unroll
+      for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int nt = 0; nt < DN; nt++)
+#pragma unroll
+          for (int e = 0; e < 4; e++)
+            o[mt][nt][e] *= o_scale[mt][e >> 1];
+    }
+#pragma unroll
+    for (int grp = 0; grp < (TWO_LEVEL ? DN / 2 / GP : 1); grp++) {
+      constexpr int NPG = TWO_LEVEL ? GP : DN / 2; // pairs in this pass
+      float acc[TWO_LEVEL ? MT : 1][TWO_LEVEL ? 2 * GP : 1][4];
+      u32 acc16[TILE_F16 ? MT : 1][TILE_F16 ? 2 * GP : 1][2];
+      if (TWO_LEVEL) {
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-          for (int x = 0; x < 2; x++) {
+          for (int x = 0; x < 2 * GP; x++) {
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-              if (TWO_LEVEL)
-                acc[mt][x][e] = 0.f;
-              else
-                o[mt][2 * np + x][e] *= o_scale[mt][e >> 1];
-            }
-            acc16[mt][x][0] = acc16[mt][x][1] = 0u;
+            for (int e = 0; e < 4; e++)
+              acc[TWO_LEVEL ? mt : 0][TWO_LEVEL ? x : 0][e] = 0.f;
+            if (TILE_F16)
+              acc16[TILE_F16 ? mt : 0][TILE_F16 ? x : 0][0] =
+                  acc16[TILE_F16 ? mt : 0][TILE_F16 ? x : 0][1] = 0u;
           }
+      }
 #pragma unroll
-        for (int kc = 0; kc < KC; kc++) {
+      for (int kc = 0; kc < KC; kc++) {
+#pragma unroll
+        for (int pi = 0; pi < NPG; pi++) {
+          const int np = grp * NPG + pi;
           u32 b0, b1, b2, b3;
           if (F8) {
-            const int ch = np * 16 + (mi >> 1) * 8 + r;
-            const int col = kc * 32 + (mi & 1) * 16;
+            const int ch = np * 16 + (mi >> 1) * 8 + lr;
+            const int col = koff + kc * 32 + (mi & 1) * 16;
             ldmatrix_x4(b0, b1, b2, b3, sV + ch * S::V_PITCH + col);
           } else {
-            const int tok = kc * 16 + (mi & 1) * 8 + r;
+            const int tok = koff + kc * 16 + (mi & 1) * 8 + lr;
             const int ch = np * 16 + (mi >> 1) * 8;
             ldmatrix_x4_trans(b0, b1, b2, b3, sV + tok * S::V_PITCH + ch * 2);
             if (DT == BF16 && !PV_BF16) {
@@ -342,21 +430,23 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
           }
 #pragma unroll
           for (int mt = 0; mt < MT; mt++) {
+            const int x0 = TWO_LEVEL ? 2 * pi : 0, x1 = TWO_LEVEL ? 2 * pi + 1 : 0;
+            const int am = TWO_LEVEL ? mt : 0;
             if (F8) {
               if (TILE_F16) {
-                mma_e4m3_f16(acc16[mt][0], pa[mt][kc], b0, b1);
-                mma_e4m3_f16(acc16[mt][1], pa[mt][kc], b2, b3);
+                mma_e4m3_f16(acc16[TILE_F16 ? mt : 0][TILE_F16 ? 2 * pi : 0], pa[mt][kc], b0, b1);
+                mma_e4m3_f16(acc16[TILE_F16 ? mt : 0][TILE_F16 ? 2 * pi + 1 : 0], pa[mt][kc], b2, b3);
               } else if (TWO_LEVEL) {
-                mma_e4m3_f32(acc[mt][0], pa[mt][kc], b0, b1);
-                mma_e4m3_f32(acc[mt][1], pa[mt][kc], b2, b3);
+                mma_e4m3_f32(acc[am][x0], pa[mt][kc], b0, b1);
+                mma_e4m3_f32(acc[am][x1], pa[mt][kc], b2, b3);
               } else {
                 mma_e4m3_f32(o[mt][2 * np], pa[mt][kc], b0, b1);
                 mma_e4m3_f32(o[mt][2 * np + 1], pa[mt][kc], b2, b3);
               }
             } else {
               if (TILE_F16) {
-                mma_f16_f16(acc16[mt][0], pa[mt][kc], b0, b1);
-                mma_f16_f16(acc16[mt][1], pa[mt][kc], b2, b3);
+                mma_f16_f16(acc16[TILE_F16 ? mt : 0][TILE_F16 ? 2 * pi : 0], pa[mt][kc], b0, b1);
+                mma_f16_f16(acc16[TILE_F16 ? mt : 0][TILE_F16 ? 2 * pi + 1 : 0], pa[mt][kc], b2, b3);
               } else if (PV_BF16) {
                 mma_bf16_f32(o[mt][2 * np], pa[mt][kc], b0, b1);
                 mma_bf16_f32(o[mt][2 * np + 1], pa[mt][kc], b2, b3);
@@ -367,76 +457,92 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
             }
           }
         }
-        if (TWO_LEVEL) {
+      }
+      if (TWO_LEVEL) {
 #pragma unroll
-          for (int mt = 0; mt < MT; mt++)
+        for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-            for (int x = 0; x < 2; x++) {
-              float tv[4];
-              if (TILE_F16) {
-                tv[0] = f16lo(acc16[mt][x][0]);
-                tv[1] = f16hi(acc16[mt][x][0]);
-                tv[2] = f16lo(acc16[mt][x][1]);
-                tv[3] = f16hi(acc16[mt][x][1]);
-              } else {
-#pragma unroll
-                for (int e = 0; e < 4; e++)
-                  tv[e] = acc[mt][x][e];
-              }
+          for (int x = 0; x < 2 * GP; x++) {
+            float tv[4];
+            if (TILE_F16) {
+              const u32 *a16 = acc16[TILE_F16 ? mt : 0][TILE_F16 ? x : 0];
+              tv[0] = f16lo(a16[0]);
+              tv[1] = f16hi(a16[0]);
+              tv[2] = f16lo(a16[1]);
+              tv[3] = f16hi(a16[1]);
+            } else {
 #pragma unroll
               for (int e = 0; e < 4; e++)
-                o[mt][2 * np + x][e] =
-                    o[mt][2 * np + x][e] * o_scale[mt][e >> 1] + tv[e];
+                tv[e] = acc[TWO_LEVEL ? mt : 0][TWO_LEVEL ? x : 0][e];
             }
-        }
+            const int nt = grp * 2 * GP + x;
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+              o[mt][nt][e] = o[mt][nt][e] * o_scale[mt][e >> 1] + tv[e];
+          }
       }
     }
+    } // sub
     if (STAGES > 1 || j + 1 < n_tiles)
       __syncthreads(); // the stage read here is refilled next
   }
 
-  // ---- epilogue: normalize, undo V scaling, store
+  // ---- epilogue: normalize, undo V scaling, stage in shared memory,
+  // store 16-byte chunks of whole rows
+  constexpr int O_PITCH = 2 * D + 16;
+  __syncthreads(); // every warp is done with sQ/sK/sV
+  u8 *sO = smem;
   const bool smooth_v = (a.flags & SJ_F_SMOOTH_V) != 0;
 #pragma unroll
   for (int mt = 0; mt < MT; mt++)
 #pragma unroll
     for (int hf = 0; hf < 2; hf++) {
       const float dsum = quad_sum(d[mt][hf]);
-      const int row = row_base + mt * 16 + g + 8 * hf;
+      const int lrow = warp * WARP_Q + mt * 16 + g + 8 * hf;
+      const int row = q0 + lrow;
       const float inv = dsum > 0.f ? 1.0f / dsum : 0.f;
-      if (row < a.seq_q) {
-        u8 *orow = (u8 *)a.o +
-                   ((i64)b * a.o_sb + (i64)h * a.o_sh + (i64)row * a.o_sn) * 2;
 #pragma unroll
-        for (int nt = 0; nt < DN; nt++) {
-          const int ch = nt * 8 + 2 * t;
-          float v0 = o[mt][nt][2 * hf] * inv, v1 = o[mt][nt][2 * hf + 1] * inv;
-          if (F8) {
-            const float *vs = (const float *)a.v_scale + bhk * D;
-            v0 *= vs[ch];
-            v1 *= vs[ch + 1];
-          }
-          if (smooth_v && dsum > 0.f) {
-            const float *vm = (const float *)a.v_mean + bhk * D;
-            v0 += vm[ch];
-            v1 += vm[ch + 1];
-          }
-          *(u32 *)(orow + ch * 2) = pack2<DT>(v0, v1);
+      for (int nt = 0; nt < DN; nt++) {
+        const int ch = nt * 8 + 2 * t;
+        float v0 = o[mt][nt][2 * hf] * inv, v1 = o[mt][nt][2 * hf + 1] * inv;
+        if (F8) {
+          const float *vs = (const float *)a.v_scale + bhk * D;
+          v0 *= vs[ch];
+          v1 *= vs[ch + 1];
         }
-        if ((a.flags & SJ_F_LSE) && t == 0) {
-          float l;
-          if (dsum > 0.f) {
-            l = (m[mt][hf] + __log2f(dsum) - (F8 ? FP8_P_OFFSET : 0.f)) *
-                a.lse_scale;
-            if (a.flags & SJ_F_SMOOTH_K)
-              l += a.sm_scale_log2 * LN2 * ((const float *)a.qk_mean)[bh * a.seq_q + row];
-          } else {
-            l = neg_inf();
-          }
-          ((float *)a.lse)[bh * a.seq_q + row] = l;
+        if (smooth_v && dsum > 0.f) {
+          const float *vm = (const float *)a.v_mean + bhk * D;
+          v0 += vm[ch];
+          v1 += vm[ch + 1];
         }
+        *(u32 *)(sO + lrow * O_PITCH + ch * 2) = pack2<DT>(v0, v1);
+      }
+      if ((a.flags & SJ_F_LSE) && t == 0 && row < a.seq_q) {
+        float l;
+        if (dsum > 0.f) {
+          l = (m[mt][hf] + __log2f(dsum) - (F8 ? P_OFFSET : 0.f)) *
+              a.lse_scale;
+          if (a.flags & SJ_F_SMOOTH_K)
+            l += a.sm_scale_log2 * LN2 *
+                 ((const float *)a.qk_mean)[bh * a.seq_q + row];
+        } else {
+          l = neg_inf();
+        }
+        ((float *)a.lse)[bh * a.seq_q + row] = l;
       }
     }
+  __syncthreads();
+  constexpr int CPR = D / 8; // 16-byte chunks per row
+  for (int i = threadIdx.x; i < BLK_Q * CPR; i += NTHREADS) {
+    const int lrow = i / CPR, c = i % CPR;
+    const int row = q0 + lrow;
+    if (row >= a.seq_q)
+      continue;
+    const u32x4 w = *(const u32x4 *)(sO + lrow * O_PITCH + c * 16);
+    u8 *dst = (u8 *)a.o +
+              ((i64)b * a.o_sb + (i64)h * a.o_sh + (i64)row * a.o_sn) * 2 + c * 16;
+    *(u32x4 *)dst = w;
+  }
 }
 
 } // namespace sj

@@ -173,8 +173,9 @@ static sj_status validate(sj_context *ctx, const sj_attention_params *in,
     return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT,
                    "heads_q (%lld) must be a multiple of heads_kv (%lld)",
                    (long long)p->heads_q, (long long)p->heads_kv);
-  if (p->sm_scale != 0.f && !isfinite(p->sm_scale))
-    return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT, "sm_scale is not finite");
+  if (p->sm_scale != 0.f && !(isfinite(p->sm_scale) && p->sm_scale > 0.f))
+    return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT,
+                   "sm_scale must be a positive finite number (0: default)");
   c->sm_scale = p->sm_scale != 0.f ? p->sm_scale
                                    : (float)(1.0 / sqrt((double)p->head_dim));
   if (p->lse && ((uintptr_t)p->lse % 4))

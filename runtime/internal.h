@@ -180,6 +180,7 @@ typedef struct sj_spec {
   sj_pv_accum accum;
   int warp_q;
   int stages;
+  int ksub;
 } sj_spec;
 
 /* Launch shape that goes with a spec (threads, dynamic shared memory). */
@@ -202,7 +203,7 @@ typedef struct sj_plan {
   sj_quant_gran quant;
   sj_pv_accum accum;
   int smooth_k, smooth_v;
-  int warp_q, stages;
+  int warp_q, stages, ksub;
   sj_spec specs[4]; /* stats, finalize, quant, attention */
   int n_specs;
 } sj_plan;

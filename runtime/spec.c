@@ -7,6 +7,7 @@
  * cache key (see sj_spec_key in compile.c).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
@@ -59,10 +60,10 @@ int sj_spec_name(const sj_spec *s, char *buf, size_t size) {
                  s->head_dim, quant_name(s->quant), s->warp_q);
     break;
   case SJ_KERNEL_ATTN:
-    n = snprintf(buf, size, "sj::attn_mma<%s,%s,%d,%s,%s,%s,%d,%d>",
+    n = snprintf(buf, size, "sj::attn_mma<%s,%s,%d,%s,%s,%s,%d,%d,%d>",
                  family_name(s->family), dtype_name(s->dtype), s->head_dim,
                  s->causal ? "true" : "false", quant_name(s->quant),
-                 accum_name(s->accum), s->warp_q, s->stages);
+                 accum_name(s->accum), s->warp_q, s->stages, s->ksub);
     break;
   case SJ_KERNEL_REFERENCE:
     n = snprintf(buf, size, "sj::reference_attn<%s,%d>", dtype_name(s->dtype),
@@ -105,6 +106,20 @@ int sj_spec_options(const sj_spec *s, const sj_target *t, char opts[][64],
   snprintf(opts[n++], 64, "--gpu-architecture=%s", t->name);
   snprintf(opts[n++], 64, "-std=c++17");
   return n;
+}
+
+/* Development knob: SAGEJIT_TUNE="warp_q=32,ksub=32" overrides the rows per
+ * warp (16 or 32) and the keys per compute step (32 or 64).  Both are in
+ * the name expression, hence in the cache key. */
+static int tune_int(const char *name, int a, int b, int dflt) {
+  const char *v = getenv("SAGEJIT_TUNE");
+  const char *w = v ? strstr(v, name) : NULL;
+  if (w) {
+    int x = atoi(w + strlen(name));
+    if (x == a || x == b)
+      return x;
+  }
+  return dflt;
 }
 
 static int head_dim_ok(int d) {
@@ -164,7 +179,15 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
   out->accum = acc;
   out->smooth_k = smooth_k;
   out->smooth_v = smooth_v;
-  out->warp_q = 16;
+  /* 32 rows per warp share each K/V fragment between two m-tiles; at
+   * D = 256 the O accumulator alone needs 128 registers per m-tile. */
+  out->warp_q = tune_int("warp_q=", 16, 32, head_dim <= 128 ? 32 : 16);
+  /* Two 32-key steps per 64-key tile keep O + S in registers without
+   * spills when two m-tiles of a wide head share a warp. */
+  out->ksub = tune_int("ksub=", 32, 64,
+                       (out->warp_q == 32 && head_dim >= 96) || head_dim > 128
+                           ? 32
+                           : 64);
   out->stages = attn_smem(fam, head_dim, 2) <= t->smem_optin ? 2 : 1;
   if (attn_smem(fam, head_dim, out->stages) > t->smem_optin) {
     snprintf(msg, msg_size, "head_dim %d needs more shared memory than %s has",
@@ -181,6 +204,7 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
   base.accum = acc;
   base.warp_q = out->warp_q;
   base.stages = out->stages;
+  base.ksub = out->ksub;
   base.causal = out->causal;
   sj_spec *sp = out->specs;
   /* stats + finalize: K mean and V scale (independent of quant/accum) */
@@ -192,6 +216,7 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
   sp[0].causal = 0;
   sp[0].warp_q = 0;
   sp[0].stages = 0;
+  sp[0].ksub = 0;
   sp[1] = sp[0];
   sp[1].kind = SJ_KERNEL_FINALIZE;
   sp[1].dtype = 0;

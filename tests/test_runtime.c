@@ -359,6 +359,7 @@ static void test_validation(void **state) {
   CASE(smooth_k, 2, SJ_ERR_INVALID_ARGUMENT, "smooth_k");
   CASE(smooth_v, -2, SJ_ERR_INVALID_ARGUMENT, "smooth_v");
   CASE(sm_scale, 1.0f / 0.0f, SJ_ERR_INVALID_ARGUMENT, "sm_scale");
+  CASE(sm_scale, -0.125f, SJ_ERR_INVALID_ARGUMENT, "sm_scale");
   CASE(lse, (float *)(uintptr_t)0x500000002ull, SJ_ERR_INVALID_ARGUMENT, "lse");
   CASE(pv_accum, SJ_ACCUM_FP16_FP32, SJ_ERR_UNSUPPORTED, "pv_accum");
   /* strides */

@@ -46,7 +46,7 @@ static const cli_command k_cmd = {
     "causal both ways and both diagonal alignments, GQA, odd and unequal\n"
     "lengths, padded strides -- and compares.  Needs a CUDA GPU.",
     "Gate per case: rel L2 < 2e-2 and cosine > 0.9998 (fp16pv), rel L2 < "
-    "5e-2 and\ncosine > 0.998 (fp8pv); no NaN/Inf; LSE error < 1e-2 and no "
+    "5e-2 and\ncosine > 0.998 (fp8pv); no NaN/Inf; LSE error < 5e-2 and no "
     "LSE mismatch.\nA combination the family or device does not offer is "
     "SKIP, not FAIL.\n"
     "JSON: {\"cases\", \"passed\", \"failed\", \"skipped\", \"device\", "
@@ -122,8 +122,8 @@ static int judge(case_out *co) {
   else if (co->c.with_lse && r->lse_mismatch != 0)
     snprintf(co->why, sizeof co->why, "%lld LSE rows finite/infinite "
              "mismatch", (long long)r->lse_mismatch);
-  else if (co->c.with_lse && !(r->lse_max_abs_err < 1e-2))
-    snprintf(co->why, sizeof co->why, "LSE error %.3g >= 0.01",
+  else if (co->c.with_lse && !(r->lse_max_abs_err < 5e-2))
+    snprintf(co->why, sizeof co->why, "LSE error %.3g >= 0.05",
              r->lse_max_abs_err);
   return co->why[0] ? CASE_FAIL : CASE_PASS;
 }

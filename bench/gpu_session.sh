@@ -1,0 +1,55 @@
+#!/bin/bash
+# bench/gpu_session.sh BUILD STEP... -- one device session: GPU tests, the CLI
+# self-check, benchmarks and baselines, each step logged under $OUT.
+# Steps: info test check bench bench16 sdpa firstcall sanitize
+set -u
+build=${1:?build dir}; shift
+export LD_LIBRARY_PATH=$PWD/$build/gpu-libs:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export SAGEJIT_CACHE_DIR=${SAGEJIT_CACHE_DIR:-$PWD/$build/test-cache/test_gpu}
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+cli=$PWD/$build/sagejit
+for step in "$@"; do
+  echo "=== $step $(date +%T)"
+  case $step in
+    info)
+      nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw --format=csv
+      $cli info ;;
+    test)
+      timeout 480 $PWD/$build/tests/test_gpu > "$OUT/test_gpu.log" 2>&1
+      echo "test_gpu rc=$?"; grep -E "FAIL|PASSED|FAILED|cases|first call|child" "$OUT/test_gpu.log" | head -40 ;;
+    ctest)
+      (cd $build && timeout 500 ctest -L gpu --output-on-failure) > "$OUT/ctest_gpu.log" 2>&1
+      echo "ctest rc=$?"; tail -5 "$OUT/ctest_gpu.log" ;;
+    check)
+      timeout 300 $cli check > "$OUT/check.log" 2>&1; echo "check rc=$?"; tail -60 "$OUT/check.log" | cut -c1-160 ;;
+    bench)
+      timeout 400 $cli bench --family fp8pv,fp16pv > "$OUT/bench.log" 2>&1; echo "bench rc=$?"; cat "$OUT/bench.log" | cut -c1-200 ;;
+    sdpa)
+      timeout 300 python3 bench/sdpa_baseline.py > "$OUT/sdpa.log" 2>&1; echo "sdpa rc=$?"; grep sdpa- "$OUT/sdpa.log" ;;
+    tune)
+      # rows per warp 16 vs 32: a quick check and the D=128 benchmark
+      for wq in 16 32; do
+        echo "--- warp_q=$wq"
+        SAGEJIT_TUNE=warp_q=$wq timeout 120 $cli check --quick 2>&1 | tail -3
+        SAGEJIT_TUNE=warp_q=$wq timeout 200 $cli bench --family fp16pv,fp8pv --head-dim 128 --seq 4096,16384 --causal 0 2>&1 | tail -5
+      done ;;
+    tune2)
+      # keys per compute step 32 vs 64 at D=128, and the D=64 default
+      for tv in "ksub=32" "ksub=64"; do
+        echo "--- $tv"
+        SAGEJIT_TUNE=$tv timeout 200 $cli bench --family fp16pv,fp8pv --accum fp32,fp32+fp32,fp32+fp16,fp16+fp32 --head-dim 128 --seq 4096,16384 --causal 0 2>&1 | grep -v "^sagejit" | tail -9
+      done ;;
+    ncu)
+      timeout 240 ncu --clock-control none -k regex:attn_mma --launch-skip 2 --launch-count 1 \
+        --section SpeedOfLight --section Occupancy --section WarpStateStats --section SchedulerStats \
+        --section ComputeWorkloadAnalysis --section InstructionStats --section MemoryWorkloadAnalysis \
+        $cli bench --family fp16pv --head-dim 128 --seq 4096 --causal 0 --iters 1 --warmup 1 > "$OUT/ncu.txt" 2>&1
+      echo "ncu rc=$?"; grep -E "Throughput|Issued|Eligible|Stall|Warp Cycles|Occupancy|Registers|Pipe|Executed Ipc|Duration|Active Warps" "$OUT/ncu.txt" | head -60 ;;
+    sass)
+      python3 bench/dump_sass.py "$SAGEJIT_CACHE_DIR/kernels.db" "attn_mma<sj::FP16PV,sj::FP16,128,false,sj::PER_THREAD,sj::ACC_FP32,32" "$OUT/attn_fp16pv" ;;
+    firstcall)
+      timeout 200 $cli bench --first-call --head-dim 128 --seq 4096 --causal 0 > "$OUT/firstcall.log" 2>&1; echo "firstcall rc=$?"; cat "$OUT/firstcall.log" ;;
+    *) echo "unknown step $step" ;;
+  esac
+done

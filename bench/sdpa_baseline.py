@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""SDPA baselines (cuDNN and flash backends) for the shapes of `sagejit bench`.
+
+Same method as sj_bench: CUDA events, warm-up, median of many runs; TOPS with
+the same FLOP count (4*B*H*N*N*D, halved for causal with equal lengths).
+"""
+import argparse
+import json
+import statistics
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+
+def bench(fn, warmup, iters):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        a = torch.cuda.Event(enable_timing=True)
+        b = torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    return statistics.median(times)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--heads", type=int, default=32)
+    ap.add_argument("--head-dim", default="64,128")
+    ap.add_argument("--seq", default="1024,4096,16384")
+    ap.add_argument("--causal", default="0,1")
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=5)
+    args = ap.parse_args()
+    rows = []
+    dev = torch.cuda.get_device_name()
+    for d in [int(x) for x in args.head_dim.split(",")]:
+        for n in [int(x) for x in args.seq.split(",")]:
+            for c in [int(x) for x in args.causal.split(",")]:
+                shape = (args.batch, args.heads, n, d)
+                q = torch.randn(shape, device="cuda", dtype=torch.float16)
+                k = torch.randn(shape, device="cuda", dtype=torch.float16)
+                v = torch.randn(shape, device="cuda", dtype=torch.float16)
+                flops = 4.0 * args.batch * args.heads * n * n * d
+                if c:
+                    flops = 4.0 * args.batch * args.heads * d * (n * (n + 1) / 2)
+                for name, be in (("cudnn", SDPBackend.CUDNN_ATTENTION),
+                                 ("flash", SDPBackend.FLASH_ATTENTION)):
+                    try:
+                        with sdpa_kernel(be):
+                            ms = bench(lambda: F.scaled_dot_product_attention(
+                                q, k, v, is_causal=bool(c)), args.warmup, args.iters)
+                        tops = flops / (ms * 1e-3) / 1e12
+                    except RuntimeError as e:
+                        ms, tops = float("nan"), float("nan")
+                    rows.append({"backend": name, "d": d, "n": n, "causal": c,
+                                 "ms": ms, "tops": tops})
+                    print(f"sdpa-{name:5s} B{args.batch} H{args.heads} D{d} N{n:6d} "
+                          f"causal{c}: {ms:8.3f} ms {tops:7.1f} TOPS", flush=True)
+    print(json.dumps({"device": dev, "torch": torch.__version__, "results": rows}))
+
+
+if __name__ == "__main__":
+    main()
