@@ -230,7 +230,7 @@ typedef struct sj_attention_params {
   sj_strides q_stride, k_stride, v_stride, o_stride;
   int causal;                   /* 0 or 1 */
   sj_causal_align causal_align; /* when causal */
-  float sm_scale;               /* 0: 1/sqrt(head_dim) */
+  float sm_scale;               /* > 0, or 0 for 1/sqrt(head_dim) */
   /* Optional: fp32 [batch, heads_q, seq_q] contiguous, natural-log
    * log-sum-exp of the scaled scores, corrected for K smoothing. */
   float *lse;
