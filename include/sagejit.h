@@ -268,6 +268,56 @@ SJ_API sj_status sj_attention_reference(sj_context *ctx,
                                         float *out,
                                         struct CUstream_st *stream);
 
+/* -------------------------------------------------- variable-length batches */
+
+/* Packed sequences, as FlashAttention's flash_attn_varlen_func: q is
+ * [total_q, heads_q, head_dim], k and v [total_kv, heads_kv, head_dim]
+ * (strides below; dim contiguous), sequence i owning rows
+ * cu_seqlens_q[i] .. cu_seqlens_q[i+1]-1.  Every sequence is attended on its
+ * own: K smoothing uses each sequence's own K mean, quantization blocks never
+ * mix two sequences, causal masks are per sequence. */
+typedef struct sj_varlen_params {
+  sj_dtype dtype;
+  int64_t batch; /* number of sequences */
+  int64_t heads_q, heads_kv, head_dim;
+  int64_t total_q, total_kv;           /* rows of q and of k/v */
+  int64_t max_seqlen_q, max_seqlen_kv; /* >= every sequence's length */
+  /* int32 prefix sums on the device, batch + 1 entries each. */
+  const int32_t *cu_seqlens_q, *cu_seqlens_kv;
+  /* Optional host copies of the same prefix sums.  When given they are
+   * validated on the host (monotone, first 0, last = total, no length above
+   * the max) at no device cost; when NULL the library copies the device
+   * arrays to the host (this synchronizes the stream) unless
+   * trust_cu_seqlens is 1.  Kernels clamp every index, so even untrusted,
+   * wrong prefix sums never read or write out of bounds. */
+  const int32_t *cu_seqlens_q_host, *cu_seqlens_kv_host;
+  int trust_cu_seqlens;
+  const void *q, *k, *v;
+  void *o; /* [total_q, heads_q, head_dim], written in dtype */
+  /* Element strides of a row (token) and of a head; 0: contiguous. */
+  int64_t q_stride_token, q_stride_head, k_stride_token, k_stride_head,
+      v_stride_token, v_stride_head, o_stride_token, o_stride_head;
+  int causal;
+  sj_causal_align causal_align;
+  float sm_scale;
+  float *lse; /* optional fp32 [heads_q, total_q] */
+  sj_family family;
+  sj_quant_gran qk_quant;
+  sj_pv_accum pv_accum;
+  int smooth_k, smooth_v;
+  void *workspace;
+  size_t workspace_size;
+} sj_varlen_params;
+
+/* Zeroes p; dtype FP16, smooth_k and smooth_v -1. */
+SJ_API void sj_varlen_params_init(sj_varlen_params *p);
+SJ_API sj_status sj_attention_varlen(sj_context *ctx,
+                                     const sj_varlen_params *p,
+                                     struct CUstream_st *stream);
+SJ_API sj_status sj_attention_varlen_workspace_size(sj_context *ctx,
+                                                    const sj_varlen_params *p,
+                                                    size_t *bytes);
+
 /* ---------------------------------------------------- self-check and bench */
 
 /* One accuracy case: the library allocates the tensors on the context's

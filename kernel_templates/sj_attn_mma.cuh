@@ -160,6 +160,11 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
     load_kv_tile<FAM, DT, D, NTHREADS>(a, 0, bhk, b, hk, sK0, sV0);
     cp_async_commit();
   }
+  if (STAGES >= 3 && n_tiles > 1) {
+    load_kv_tile<FAM, DT, D, NTHREADS>(a, 1, bhk, b, hk, sK0 + S::K_BYTES,
+                                       sV0 + S::V_BYTES);
+    cp_async_commit();
+  }
   cp_async_wait<0>();
   __syncthreads();
   u32 qf[Q_REGS ? MT : 1][Q_REGS ? KS : 1][4];
@@ -210,7 +215,24 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
     const int st = STAGES > 1 ? j % STAGES : 0;
     u8 *sK = sK0 + st * S::K_BYTES;
     u8 *sV = sV0 + st * S::V_BYTES;
-    if (STAGES > 1) {
+    if (STAGES >= 3) {
+      // Three buffers, one barrier per tile: the barrier that publishes
+      // tile j also proves every warp is done with tile j - 1, whose
+      // buffer then takes tile j + 2.
+      if (j > 0) {
+        if (j + 1 < n_tiles)
+          cp_async_wait<1>();
+        else
+          cp_async_wait<0>();
+        __syncthreads();
+      }
+      if (j + 2 < n_tiles) {
+        load_kv_tile<FAM, DT, D, NTHREADS>(a, j + 2, bhk, b, hk,
+                                           sK0 + ((j + 2) % STAGES) * S::K_BYTES,
+                                           sV0 + ((j + 2) % STAGES) * S::V_BYTES);
+        cp_async_commit();
+      }
+    } else if (STAGES > 1) {
       if (j + 1 < n_tiles) {
         load_kv_tile<FAM, DT, D, NTHREADS>(a, j + 1, bhk, b, hk,
                                            sK0 + ((j + 1) % STAGES) * S::K_BYTES,
@@ -483,7 +505,7 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
       }
     }
     } // sub
-    if (STAGES > 1 || j + 1 < n_tiles)
+    if (STAGES == 2 || (STAGES == 1 && j + 1 < n_tiles))
       __syncthreads(); // the stage read here is refilled next
   }
 

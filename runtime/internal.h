@@ -234,6 +234,7 @@ sj_status sj_spec_key(const sj_spec *s, const sj_target *t, sj_key *out,
 /* --------------------------------------------------------------- context */
 typedef struct sj_kernel sj_kernel;
 typedef struct sj_workspace sj_workspace;
+typedef struct sj_inflight sj_inflight;
 
 struct sj_context {
   pthread_mutex_t lock; /* kernel map, workspaces, stats, last error */
@@ -258,6 +259,7 @@ struct sj_context {
   char cache_dir[4096];
 
   sj_kernel **buckets; /* kernel map */
+  sj_inflight *inflight; /* keys compiling for warm (single flight) */
   unsigned n_buckets;
   sj_workspace *workspaces;
   sj_stats stats;

@@ -318,6 +318,33 @@ sj_status sj_kernel_get(sj_context *ctx, const sj_spec *s, CUfunction *fn) {
   return SJ_OK;
 }
 
+/* In-process single flight for compile-only requests (warm): keys being
+ * compiled by some thread of this context. */
+struct sj_inflight {
+  uint8_t key[SJ_KEY_BYTES];
+  sj_inflight *next;
+};
+
+static int inflight_has(sj_context *ctx, const uint8_t *key) {
+  for (sj_inflight *f = ctx->inflight; f; f = f->next)
+    if (!memcmp(f->key, key, SJ_KEY_BYTES))
+      return 1;
+  return 0;
+}
+
+static void inflight_remove(sj_context *ctx, const uint8_t *key) {
+  pthread_mutex_lock(&ctx->lock);
+  for (sj_inflight **pp = &ctx->inflight; *pp; pp = &(*pp)->next)
+    if (!memcmp((*pp)->key, key, SJ_KEY_BYTES)) {
+      sj_inflight *f = *pp;
+      *pp = f->next;
+      free(f);
+      break;
+    }
+  pthread_cond_broadcast(&ctx->cond);
+  pthread_mutex_unlock(&ctx->lock);
+}
+
 sj_status sj_kernel_ensure_cached(sj_context *ctx, const sj_spec *s,
                                   const sj_target *t, int *compiled) {
   char msg[1024] = "";
@@ -327,11 +354,26 @@ sj_status sj_kernel_ensure_cached(sj_context *ctx, const sj_spec *s,
   sj_status st = sj_spec_key(s, t, &key, msg, sizeof msg);
   if (st != SJ_OK)
     return sj_fail(ctx, st, "%s", msg);
+  /* Wait while another thread of this context compiles the same key. */
+  sj_inflight *mine = calloc(1, sizeof *mine);
+  if (!mine) {
+    sj_key_free(&key);
+    return sj_fail(ctx, SJ_ERR_OUT_OF_MEMORY, "out of memory");
+  }
+  memcpy(mine->key, key.bytes, SJ_KEY_BYTES);
+  pthread_mutex_lock(&ctx->lock);
+  while (inflight_has(ctx, key.bytes))
+    pthread_cond_wait(&ctx->cond, &ctx->lock);
+  mine->next = ctx->inflight;
+  ctx->inflight = mine;
+  pthread_mutex_unlock(&ctx->lock);
+
   sj_cache_image img;
   memset(&img, 0, sizeof img);
   int leased = 0;
   if (get_or_lease(ctx, &key, t, &img, &leased)) {
     sj_cache_image_free(&img);
+    inflight_remove(ctx, key.bytes);
     sj_key_free(&key);
     return SJ_OK;
   }
@@ -340,6 +382,7 @@ sj_status sj_kernel_ensure_cached(sj_context *ctx, const sj_spec *s,
   st = compile_and_put(ctx, s, t, &key, &c, msg, sizeof msg);
   if (leased)
     sj_cache_lease_release(ctx->cache, key.bytes);
+  inflight_remove(ctx, key.bytes);
   sj_key_free(&key);
   sj_compiled_free(&c);
   if (st != SJ_OK)

@@ -188,7 +188,15 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
                        (out->warp_q == 32 && head_dim >= 96) || head_dim > 128
                            ? 32
                            : 64);
-  out->stages = attn_smem(fam, head_dim, 2) <= t->smem_optin ? 2 : 1;
+  /* Three buffers (one barrier per tile) when two CTAs still fit on a
+   * multiprocessor, else two, else one. */
+  int stages = 2 * attn_smem(fam, head_dim, 3) <= t->smem_optin
+                   ? 3
+                   : (attn_smem(fam, head_dim, 2) <= t->smem_optin ? 2 : 1);
+  const int want = tune_int("stages=", 2, 3, 0);
+  if (want && attn_smem(fam, head_dim, want) <= t->smem_optin)
+    stages = want;
+  out->stages = stages;
   if (attn_smem(fam, head_dim, out->stages) > t->smem_optin) {
     snprintf(msg, msg_size, "head_dim %d needs more shared memory than %s has",
              head_dim, t->name);
