@@ -11,50 +11,72 @@
 typedef unsigned long long sj_ptr;
 typedef long long sj_i64;
 
+/* Sequences.  Dense calls: every sequence has seq_q / seq_kv tokens and
+ * sequence b of a user tensor starts at element b * stride_batch.  Varlen
+ * calls (cu_q, cu_kv non-zero: int32 prefix sums on the device): sequence b
+ * has cu[b+1] - cu[b] tokens (clamped to [0, max]) starting at token cu[b],
+ * and seq_q / seq_kv hold the maxima.  Internal buffers give each sequence
+ * its own padded rows (see sj_quant.cuh), so no tile mixes two sequences. */
+
 /* Per-chunk partial statistics of K and V over the sequence.
  * partial: float [batch][heads_kv][nchunk][4][head_dim] with rows
  * (sum K, sum V, max V, min V). */
 typedef struct sj_stats_args {
-  sj_ptr k, v, partial;
+  sj_ptr k, v, partial, cu_kv;
   sj_i64 k_sb, k_sh, k_sn, v_sb, v_sh, v_sn;
   int batch, heads_kv, seq_kv, head_dim, nchunk, chunk;
   int flags; /* SJ_F_* */
-  int pad_;
+  int total_kv;
 } sj_stats_args;
 
 /* Reduces the partials: k_mean, v_mean, v_scale [batch][heads_kv][dim]. */
 typedef struct sj_finalize_args {
-  sj_ptr partial, k_mean, v_mean, v_scale;
+  sj_ptr partial, k_mean, v_mean, v_scale, cu_kv;
   int batch, heads_kv, seq_kv, head_dim, nchunk, flags;
   float v_scale_max; /* e4m3 range used for V: 448, or 2.25 for fp32+fp16 */
-  int pad_;
+  int total_kv;
 } sj_finalize_args;
 
-/* Quantizes Q and K to INT8 (and V to e4m3 when SJ_F_QUANT_V).
- * q8 [b][hq][seq_q_pad][D], k8 [b][hk][seq_kv_pad][D] int8;
- * v8 [b][hk][D][seq_kv_pad] e4m3, tokens permuted inside groups of 16;
- * scales fp32 in the layouts of docs/kernels.md. */
+/* The padded internal buffers shared by quant_qkv and attn_mma.
+ * Dense: q8 [b][hq][seq_q_pad][D], k8 [b][hk][seq_kv_pad][D] int8, v8
+ * [b][hk][D][seq_kv_pad] e4m3 (tokens permuted inside groups of 16), qk_mean
+ * and lse [b][hq][seq_q].  Varlen: q8 [hq][rows_q][D] with sequence b at
+ * row cu_q[b] + 128 b, k8 [hk][rows_kv][D] at cu_kv[b] + 64 b, v8
+ * [hk][D][cols_kv] at column 16-aligned(cu_kv[b]) + 80 b, qk_mean and lse
+ * [hq][total_q].  Scales fp32 [b][h][n_blk][group] (docs/kernels.md). */
+typedef struct sj_geom {
+  sj_ptr cu_q, cu_kv; /* 0 for dense calls */
+  int batch, heads_q, heads_kv;
+  int seq_q, seq_kv;         /* dense lengths, or varlen maxima */
+  int seq_q_pad, seq_kv_pad; /* dense padded lengths */
+  int total_q, total_kv;     /* varlen token totals */
+  int rows_q, rows_kv, cols_kv; /* varlen padded extents */
+  int n_qblk, n_kblk;        /* scale blocks per (b, h) */
+} sj_geom;
+
+/* Quantizes Q and K to INT8 (and V to e4m3 when SJ_F_QUANT_V). */
 typedef struct sj_quant_args {
+  sj_geom g;
   sj_ptr q, k, v;
   sj_i64 q_sb, q_sh, q_sn, k_sb, k_sh, k_sn, v_sb, v_sh, v_sn;
   sj_ptr q8, k8, v8, q_scale, k_scale, v_scale, v_mean, k_mean, qk_mean;
-  int batch, heads_q, heads_kv, seq_q, seq_kv, seq_q_pad, seq_kv_pad;
-  int n_qblk, n_kblk, n_vblk, flags;
+  int n_vblk, flags;
   float q_prescale; /* multiplies Q before quantization (1 or sm_scale*log2e) */
+  int pad_;
 } sj_quant_args;
 
 /* The attention kernel. */
 typedef struct sj_attn_args {
+  sj_geom g;
   sj_ptr q8, k8, v8, q_scale, k_scale, v_scale, v_mean, qk_mean;
   sj_ptr v;   /* user V, read directly by the FP16PV family */
   sj_ptr o;   /* user output */
-  sj_ptr lse; /* fp32 [b][hq][seq_q] or 0 */
+  sj_ptr lse; /* fp32, see sj_geom, or 0 */
   sj_i64 v_sb, v_sh, v_sn, o_sb, o_sh, o_sn;
-  int batch, heads_q, heads_kv, seq_q, seq_kv, seq_q_pad, seq_kv_pad;
-  int causal_offset; /* key j is visible to query i iff j <= i + offset */
   float sm_scale_log2; /* sm_scale * log2(e), times 1/q_prescale */
   float lse_scale;     /* converts the log2-domain LSE to natural log */
-  int flags;
+  int flags;           /* causal: key j is visible to query i iff j <= i,
+                          or j <= i + len_kv - len_q with SJ_F_CAUSAL_BR */
   int pad_;
 } sj_attn_args;
 
@@ -75,5 +97,6 @@ typedef struct sj_ref_args {
 #define SJ_F_LSE 8       /* write the LSE (and the q.mean_k correction) */
 #define SJ_F_K_STATS 16  /* stats: accumulate K sums */
 #define SJ_F_V_STATS 32  /* stats: accumulate V sum/max/min */
+#define SJ_F_CAUSAL_BR 64 /* causal diagonal at the bottom right */
 
 #endif

@@ -13,6 +13,7 @@
 #pragma once
 #include "sj_abi.h"
 #include "sj_common.cuh"
+#include "sj_geom.cuh"
 
 namespace sj {
 
@@ -27,17 +28,24 @@ template <int FAM, int D> struct AttnSmem {
   static constexpr int V_BYTES = FAM == FP8PV ? D * V_PITCH : BLK_K * V_PITCH;
 };
 
+// Where a CTA's K/V tiles come from (see sj_geom.cuh).
+struct KvSrc {
+  const u8 *k;  // k8 rows of this (b, kv head), tile 0
+  const u8 *v;  // v8 channel rows (FP8) or the caller's V rows (FP16)
+  i64 v_pitch;  // bytes between v rows (channels for FP8, tokens for FP16)
+  int len_kv;   // keys of this sequence
+};
+
 // One KV tile -> shared memory with cp.async, as straight-line code: each
 // thread's chunks are fixed, so the addresses are a few integer ops each.
 template <int FAM, int DT, int D, int NTHREADS>
-__device__ __forceinline__ void load_kv_tile(const sj_attn_args &a, int j,
-                                             i64 bhk, int b, int hk, u8 *sK,
+__device__ __forceinline__ void load_kv_tile(const KvSrc &src, int j, u8 *sK,
                                              u8 *sV) {
   typedef AttnSmem<FAM, D> S;
   // K8 rows are contiguous: chunk i of the tile is at byte 16 * i; in shared
   // memory each row is padded by 16 bytes.
   {
-    const u8 *k = (const u8 *)a.k8 + (bhk * a.seq_kv_pad + (i64)j * BLK_K) * D;
+    const u8 *k = src.k + (i64)j * BLK_K * D;
     constexpr int CPR = D / 16, KCH = BLK_K * CPR;
 #pragma unroll
     for (int it = 0; it < (KCH + NTHREADS - 1) / NTHREADS; it++) {
@@ -47,24 +55,23 @@ __device__ __forceinline__ void load_kv_tile(const sj_attn_args &a, int j,
     }
   }
   if (FAM == FP8PV) {
-    // V^T: D channel rows of BLK_K bytes, seq_kv_pad apart.
-    const u8 *v = (const u8 *)a.v8 + bhk * (i64)D * a.seq_kv_pad + (i64)j * BLK_K;
+    // V^T: D channel rows of BLK_K bytes, v_pitch apart.
+    const u8 *v = src.v + (i64)j * BLK_K;
     constexpr int VCH = D * BLK_K / 16;
 #pragma unroll
     for (int it = 0; it < (VCH + NTHREADS - 1) / NTHREADS; it++) {
       const int i = it * NTHREADS + threadIdx.x;
       if (VCH % NTHREADS == 0 || i < VCH) {
         const int r = i / (BLK_K / 16), c = i % (BLK_K / 16);
-        cp_async16(sV + r * S::V_PITCH + c * 16,
-                   v + (i64)r * a.seq_kv_pad + c * 16, 16);
+        cp_async16(sV + r * S::V_PITCH + c * 16, v + (i64)r * src.v_pitch + c * 16,
+                   16);
       }
     }
   } else {
     // V: BLK_K token rows of D 16-bit values from the caller's tensor; rows
-    // past seq_kv are zero-filled, never read.
-    const u8 *v = (const u8 *)a.v +
-                  ((i64)b * a.v_sb + (i64)hk * a.v_sh + (i64)j * BLK_K * a.v_sn) * 2;
-    const int rows_left = a.seq_kv - j * BLK_K;
+    // past the sequence are zero-filled, never read.
+    const u8 *v = src.v + (i64)j * BLK_K * src.v_pitch;
+    const int rows_left = src.len_kv - j * BLK_K;
     constexpr int CPR = D / 8, VCH = BLK_K * CPR;
 #pragma unroll
     for (int it = 0; it < (VCH + NTHREADS - 1) / NTHREADS; it++) {
@@ -73,7 +80,7 @@ __device__ __forceinline__ void load_kv_tile(const sj_attn_args &a, int j,
         const int r = i / CPR, c = i % CPR;
         const bool in = r < rows_left;
         cp_async16(sV + r * S::V_PITCH + c * 16,
-                   v + (in ? (i64)r * a.v_sn * 2 : 0) + c * 16, in ? 16 : 0);
+                   v + (in ? (i64)r * src.v_pitch : 0) + c * 16, in ? 16 : 0);
       }
     }
   }
@@ -129,24 +136,39 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
   const int mi = lane / 8, lr = lane % 8; // ldmatrix matrix and row
-  const int hk = h / (a.heads_q / a.heads_kv);
-  const i64 bh = (i64)b * a.heads_q + h;
-  const i64 bhk = (i64)b * a.heads_kv + hk;
+  const sj_geom &G = a.g;
+  const int hk = h / (G.heads_q / G.heads_kv);
+  const i64 bh = (i64)b * G.heads_q + h;
+  const i64 bhk = (i64)b * G.heads_kv + hk;
   const int q0 = qblk * BLK_Q;
-  const int n_qblk = a.seq_q_pad / BLK_Q;
-  const int n_kblk = a.seq_kv_pad / BLK_K;
+  const Seq sq = seq_q(G, b), sk = seq_kv(G, b);
+  if (q0 >= sq.len)
+    return; // a varlen sequence shorter than the longest: nothing here
+  const int len_q = sq.len, len_kv = sk.len;
+  const int causal_offset = (a.flags & SJ_F_CAUSAL_BR) ? len_kv - len_q : 0;
+  KvSrc src;
+  src.k = (const u8 *)a.k8 + k8_row0(G, sk, b, hk) * D;
+  src.len_kv = len_kv;
+  if (F8) {
+    src.v = (const u8 *)a.v8 + v8_base(G, sk, b, hk, D);
+    src.v_pitch = v8_pitch(G);
+  } else {
+    src.v = (const u8 *)a.v +
+            (user_base(G.cu_kv != 0, sk, b, a.v_sb, a.v_sn) + (i64)hk * a.v_sh) * 2;
+    src.v_pitch = a.v_sn * 2;
+  }
 
   // Number of KV tiles this CTA visits.
-  int n_tiles = (a.seq_kv + BLK_K - 1) / BLK_K;
+  int n_tiles = (len_kv + BLK_K - 1) / BLK_K;
   if (CAUSAL) {
-    const int last = q0 + BLK_Q - 1 + a.causal_offset; // last visible key
+    const int last = q0 + BLK_Q - 1 + causal_offset; // last visible key
     const int lim = last < 0 ? 0 : last / BLK_K + 1;
     n_tiles = min(n_tiles, lim);
   }
 
   // ---- Q tile -> shared memory (and registers)
   {
-    const u8 *q = (const u8 *)a.q8 + (bh * a.seq_q_pad + q0) * (i64)D;
+    const u8 *q = (const u8 *)a.q8 + (q8_row0(G, sq, b, h) + q0) * (i64)D;
     constexpr int CPR = D / 16, QCH = BLK_Q * CPR;
 #pragma unroll
     for (int it = 0; it < (QCH + NTHREADS - 1) / NTHREADS; it++) {
@@ -157,12 +179,11 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
     cp_async_commit();
   }
   if (n_tiles > 0) {
-    load_kv_tile<FAM, DT, D, NTHREADS>(a, 0, bhk, b, hk, sK0, sV0);
+    load_kv_tile<FAM, DT, D, NTHREADS>(src, 0, sK0, sV0);
     cp_async_commit();
   }
   if (STAGES >= 3 && n_tiles > 1) {
-    load_kv_tile<FAM, DT, D, NTHREADS>(a, 1, bhk, b, hk, sK0 + S::K_BYTES,
-                                       sV0 + S::V_BYTES);
+    load_kv_tile<FAM, DT, D, NTHREADS>(src, 1, sK0 + S::K_BYTES, sV0 + S::V_BYTES);
     cp_async_commit();
   }
   cp_async_wait<0>();
@@ -187,7 +208,7 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
   float q_scale;
   {
     const float *qs = (const float *)a.q_scale;
-    const i64 base = bh * n_qblk + qblk;
+    const i64 base = bh * G.n_qblk + qblk;
     if (QG == PER_BLOCK)
       q_scale = qs[base];
     else if (QG == PER_WARP)
@@ -227,14 +248,14 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
         __syncthreads();
       }
       if (j + 2 < n_tiles) {
-        load_kv_tile<FAM, DT, D, NTHREADS>(a, j + 2, bhk, b, hk,
+        load_kv_tile<FAM, DT, D, NTHREADS>(src, j + 2,
                                            sK0 + ((j + 2) % STAGES) * S::K_BYTES,
                                            sV0 + ((j + 2) % STAGES) * S::V_BYTES);
         cp_async_commit();
       }
     } else if (STAGES > 1) {
       if (j + 1 < n_tiles) {
-        load_kv_tile<FAM, DT, D, NTHREADS>(a, j + 1, bhk, b, hk,
+        load_kv_tile<FAM, DT, D, NTHREADS>(src, j + 1,
                                            sK0 + ((j + 1) % STAGES) * S::K_BYTES,
                                            sV0 + ((j + 1) % STAGES) * S::V_BYTES);
         cp_async_commit();
@@ -244,7 +265,7 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
       }
       __syncthreads();
     } else if (j > 0) {
-      load_kv_tile<FAM, DT, D, NTHREADS>(a, j, bhk, b, hk, sK, sV);
+      load_kv_tile<FAM, DT, D, NTHREADS>(src, j, sK, sV);
       cp_async_commit();
       cp_async_wait<0>();
       __syncthreads();
@@ -254,7 +275,7 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
     float k_scale;
     {
       const float *ks = (const float *)a.k_scale;
-      const i64 base = bhk * n_kblk + j;
+      const i64 base = bhk * G.n_kblk + j;
       k_scale = QG == PER_THREAD ? ks[base * 4 + t] : ks[base];
     }
 #pragma unroll 1
@@ -304,8 +325,7 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
     const float mult = fmaxf(q_mult * k_scale, 1e-30f);
     const int key0 = j * BLK_K + koff;
     const bool need_mask =
-        key0 + KSUB > a.seq_kv ||
-        (CAUSAL && key0 + KSUB - 1 > q0 + a.causal_offset);
+        key0 + KSUB > len_kv || (CAUSAL && key0 + KSUB - 1 > q0 + causal_offset);
     float sf[MT][NT][4]; // raw integer scores as floats, then P
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
@@ -317,7 +337,7 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
           if (need_mask) {
             const int key = key0 + nt * 8 + 2 * t + (e & 1);
             const int row = row_base + mt * 16 + g + 8 * (e >> 1);
-            if (key >= a.seq_kv || (CAUSAL && key > row + a.causal_offset))
+            if (key >= len_kv || (CAUSAL && key > row + causal_offset))
               v = neg_inf();
           }
           sf[mt][nt][e] = v;
@@ -515,6 +535,7 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
   __syncthreads(); // every warp is done with sQ/sK/sV
   u8 *sO = smem;
   const bool smooth_v = (a.flags & SJ_F_SMOOTH_V) != 0;
+  const i64 lse0 = lse_row0(G, sq, b, h);
 #pragma unroll
   for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -539,30 +560,30 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
         }
         *(u32 *)(sO + lrow * O_PITCH + ch * 2) = pack2<DT>(v0, v1);
       }
-      if ((a.flags & SJ_F_LSE) && t == 0 && row < a.seq_q) {
+      if ((a.flags & SJ_F_LSE) && t == 0 && row < len_q) {
         float l;
         if (dsum > 0.f) {
           l = (m[mt][hf] + __log2f(dsum) - (F8 ? P_OFFSET : 0.f)) *
               a.lse_scale;
           if (a.flags & SJ_F_SMOOTH_K)
-            l += a.sm_scale_log2 * LN2 *
-                 ((const float *)a.qk_mean)[bh * a.seq_q + row];
+            l += a.sm_scale_log2 * LN2 * ((const float *)a.qk_mean)[lse0 + row];
         } else {
           l = neg_inf();
         }
-        ((float *)a.lse)[bh * a.seq_q + row] = l;
+        ((float *)a.lse)[lse0 + row] = l;
       }
     }
   __syncthreads();
+  const i64 o_base =
+      user_base(G.cu_q != 0, sq, b, a.o_sb, a.o_sn) + (i64)h * a.o_sh;
   constexpr int CPR = D / 8; // 16-byte chunks per row
   for (int i = threadIdx.x; i < BLK_Q * CPR; i += NTHREADS) {
     const int lrow = i / CPR, c = i % CPR;
     const int row = q0 + lrow;
-    if (row >= a.seq_q)
+    if (row >= len_q)
       continue;
     const u32x4 w = *(const u32x4 *)(sO + lrow * O_PITCH + c * 16);
-    u8 *dst = (u8 *)a.o +
-              ((i64)b * a.o_sb + (i64)h * a.o_sh + (i64)row * a.o_sn) * 2 + c * 16;
+    u8 *dst = (u8 *)a.o + (o_base + (i64)row * a.o_sn) * 2 + c * 16;
     *(u32x4 *)dst = w;
   }
 }

@@ -8,6 +8,7 @@
 #pragma once
 #include "sj_abi.h"
 #include "sj_common.cuh"
+#include "sj_geom.cuh"
 
 namespace sj {
 
@@ -28,13 +29,6 @@ __device__ __forceinline__ void load8(const void *p, float *x) {
   unpack2<DT>(w.w, x[6], x[7]);
 }
 
-__device__ __forceinline__ const u8 *row_ptr(sj_ptr base, i64 sb, i64 sh,
-                                             i64 sn, int b, int h, int n,
-                                             int elem_bytes) {
-  return (const u8 *)base + ((i64)b * sb + (i64)h * sh + (i64)n * sn) *
-                                elem_bytes;
-}
-
 // ------------------------------------------------------------------ pass 1
 constexpr int STATS_THREADS = 256;
 
@@ -48,8 +42,12 @@ __global__ void __launch_bounds__(STATS_THREADS)
   const int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int lane_c = threadIdx.x % M::TPR, row0 = threadIdx.x / M::TPR;
   const bool active = lane_c < M::CHUNKS;
+  const Seq sq = seq_at(a.cu_kv, b, a.total_kv, a.seq_kv);
+  const bool varlen = a.cu_kv != 0;
   const int n0 = c * a.chunk;
-  const int n1 = min(a.seq_kv, n0 + a.chunk);
+  const int n1 = min(sq.len, n0 + a.chunk);
+  const u8 *kb = (const u8 *)a.k + (user_base(varlen, sq, b, a.k_sb, a.k_sn) + (i64)h * a.k_sh) * 2;
+  const u8 *vb = (const u8 *)a.v + (user_base(varlen, sq, b, a.v_sb, a.v_sn) + (i64)h * a.v_sh) * 2;
 
   float ks[8], vs[8], vmax[8], vmin[8];
 #pragma unroll
@@ -63,15 +61,13 @@ __global__ void __launch_bounds__(STATS_THREADS)
     for (int n = n0 + row0; n < n1; n += ROWS) {
       float x[8];
       if (a.flags & SJ_F_K_STATS) {
-        load8<DT>(row_ptr(a.k, a.k_sb, a.k_sh, a.k_sn, b, h, n, 2) + lane_c * 16,
-                  x);
+        load8<DT>(kb + (i64)n * a.k_sn * 2 + lane_c * 16, x);
 #pragma unroll
         for (int i = 0; i < 8; i++)
           ks[i] += x[i];
       }
       if (a.flags & SJ_F_V_STATS) {
-        load8<DT>(row_ptr(a.v, a.v_sb, a.v_sh, a.v_sn, b, h, n, 2) + lane_c * 16,
-                  x);
+        load8<DT>(vb + (i64)n * a.v_sn * 2 + lane_c * 16, x);
 #pragma unroll
         for (int i = 0; i < 8; i++) {
           vs[i] += x[i];
@@ -112,7 +108,8 @@ __global__ void __launch_bounds__(256) kv_finalize(const sj_finalize_args a) {
   const int h = blockIdx.x, b = blockIdx.y;
   const i64 bh = (i64)b * a.heads_kv + h;
   const float *p = (const float *)a.partial + bh * a.nchunk * 4 * D;
-  const float inv_n = 1.0f / (float)a.seq_kv;
+  const int len = seq_at(a.cu_kv, b, a.total_kv, a.seq_kv).len;
+  const float inv_n = len > 0 ? 1.0f / (float)len : 0.f;
   for (int ch = threadIdx.x; ch < D; ch += blockDim.x) {
     float ks = 0.f, vs = 0.f, vmax = neg_inf(), vmin = -neg_inf();
     for (int c = 0; c < a.nchunk; c++) {
@@ -172,13 +169,22 @@ __device__ __forceinline__ void quant_rows(const sj_quant_args &a, int blk,
 
   const int lane_c = threadIdx.x % M::TPR, rsub = threadIdx.x / M::TPR;
   const bool active = lane_c < M::CHUNKS;
-  const int seq = IS_K ? a.seq_kv : a.seq_q;
-  const int seq_pad = IS_K ? a.seq_kv_pad : a.seq_q_pad;
-  const int heads = IS_K ? a.heads_kv : a.heads_q;
-  const i64 bh = (i64)b * heads + h;
-  const int kvh = IS_K ? h : h / (a.heads_q / a.heads_kv);
-  const i64 bhk = (i64)b * a.heads_kv + kvh;
+  const sj_geom &G = a.g;
+  const Seq sq = IS_K ? seq_kv(G, b) : seq_q(G, b);
+  const bool varlen = (IS_K ? G.cu_kv : G.cu_q) != 0;
+  const int seq = sq.len;
+  const int seq_pad = (seq + ROWS - 1) / ROWS * ROWS;
   const int r0 = blk * ROWS;
+  if (r0 >= seq_pad)
+    return; // past this sequence (varlen); uniform over the CTA
+  const int heads = IS_K ? G.heads_kv : G.heads_q;
+  const i64 bh = (i64)b * heads + h;
+  const int kvh = IS_K ? h : h / (G.heads_q / G.heads_kv);
+  const i64 bhk = (i64)b * G.heads_kv + kvh;
+  const u8 *src = IS_K ? (const u8 *)a.k + (user_base(varlen, sq, b, a.k_sb, a.k_sn) + (i64)h * a.k_sh) * 2
+                       : (const u8 *)a.q + (user_base(varlen, sq, b, a.q_sb, a.q_sn) + (i64)h * a.q_sh) * 2;
+  const i64 src_sn = (IS_K ? a.k_sn : a.q_sn) * 2;
+  const i64 stat0 = IS_K ? 0 : lse_row0(G, sq, b, h);
 
   // The K mean of this (batch, kv head), for the thread's 8 channels.
   float mean[8];
@@ -196,9 +202,7 @@ __device__ __forceinline__ void quant_rows(const sj_quant_args &a, int blk,
     float amax = 0.f, dot = 0.f;
     raw[it].x = raw[it].y = raw[it].z = raw[it].w = 0u;
     if (active && r < ROWS && n < seq) {
-      const u8 *p = IS_K ? row_ptr(a.k, a.k_sb, a.k_sh, a.k_sn, b, h, n, 2)
-                         : row_ptr(a.q, a.q_sb, a.q_sh, a.q_sn, b, h, n, 2);
-      raw[it] = ld_global16(p + lane_c * 16);
+      raw[it] = ld_global16(src + (i64)n * src_sn + lane_c * 16);
       float x[8];
       unpack2<DT>(raw[it].x, x[0], x[1]);
       unpack2<DT>(raw[it].y, x[2], x[3]);
@@ -217,7 +221,7 @@ __device__ __forceinline__ void quant_rows(const sj_quant_args &a, int blk,
     if (!IS_K && smooth && (a.flags & SJ_F_LSE)) {
       dot = group_sum<M::TPR>(dot);
       if (lane_c == 0 && r < ROWS && n < seq)
-        ((float *)a.qk_mean)[bh * seq + n] = dot;
+        ((float *)a.qk_mean)[stat0 + n] = dot;
     }
   }
   __syncthreads();
@@ -232,10 +236,11 @@ __device__ __forceinline__ void quant_rows(const sj_quant_args &a, int blk,
     const float scale = m / 127.f;
     s_scale[g] = scale;
     float *dst = (float *)(IS_K ? a.k_scale : a.q_scale);
-    dst[(bh * (IS_K ? a.n_kblk : a.n_qblk) + blk) * NGROUPS + g] = scale;
+    dst[(bh * (IS_K ? G.n_kblk : G.n_qblk) + blk) * NGROUPS + g] = scale;
   }
   __syncthreads();
-  i8 *out = (i8 *)(IS_K ? a.k8 : a.q8) + bh * (i64)seq_pad * D;
+  i8 *out = (i8 *)(IS_K ? a.k8 : a.q8) +
+            (IS_K ? k8_row0(G, sq, b, h) : q8_row0(G, sq, b, h)) * D;
 #pragma unroll
   for (int it = 0; it < ITER; it++) {
     const int r = it * RPP + rsub;
@@ -284,8 +289,14 @@ __device__ __forceinline__ void quant_v_block(const sj_quant_args &a, int blk,
   constexpr int RPP = QUANT_THREADS / M::TPR;
   const int lane_c = threadIdx.x % M::TPR, rsub = threadIdx.x / M::TPR;
   const bool active = lane_c < M::CHUNKS;
-  const i64 bh = (i64)b * a.heads_kv + h;
+  const sj_geom &G = a.g;
+  const Seq sk = seq_kv(G, b);
   const int n0 = blk * BLK_K;
+  if (n0 >= sk.len)
+    return; // past this sequence (varlen): nothing to write
+  const i64 bh = (i64)b * G.heads_kv + h;
+  const u8 *src = (const u8 *)a.v +
+                  (user_base(G.cu_kv != 0, sk, b, a.v_sb, a.v_sn) + (i64)h * a.v_sh) * 2;
   const bool smooth = (a.flags & SJ_F_SMOOTH_V) != 0;
   float inv[8], mean[8];
 #pragma unroll
@@ -304,8 +315,8 @@ __device__ __forceinline__ void quant_v_block(const sj_quant_args &a, int blk,
       continue;
     const int n = n0 + r;
     float x[8];
-    if (n < a.seq_kv) {
-      load8<DT>(row_ptr(a.v, a.v_sb, a.v_sh, a.v_sn, b, h, n, 2) + lane_c * 16, x);
+    if (n < sk.len) {
+      load8<DT>(src + (i64)n * a.v_sn * 2 + lane_c * 16, x);
 #pragma unroll
       for (int i = 0; i < 8; i++)
         x[i] = (x[i] - mean[i]) * inv[i];
@@ -324,16 +335,17 @@ __device__ __forceinline__ void quant_v_block(const sj_quant_args &a, int blk,
   }
   __syncthreads();
   // Each channel row of the tile is 64 bytes = 4 chunks of 16.
-  u8 *out = (u8 *)a.v8 + bh * (i64)D * a.seq_kv_pad;
+  u8 *out = (u8 *)a.v8 + v8_base(G, sk, b, h, D);
+  const i64 pitch = v8_pitch(G);
   for (int i = threadIdx.x; i < D * 4; i += QUANT_THREADS) {
     const int ch = i / 4, part = i % 4;
-    const u32 *src = (const u32 *)(s_t + ch * PITCH + part * 16);
+    const u32 *st = (const u32 *)(s_t + ch * PITCH + part * 16);
     u32x4 w;
-    w.x = src[0];
-    w.y = src[1];
-    w.z = src[2];
-    w.w = src[3];
-    *(u32x4 *)(out + (i64)ch * a.seq_kv_pad + n0 + part * 16) = w;
+    w.x = st[0];
+    w.y = st[1];
+    w.z = st[2];
+    w.w = st[3];
+    *(u32x4 *)(out + (i64)ch * pitch + n0 + part * 16) = w;
   }
 }
 
@@ -343,14 +355,15 @@ __global__ void __launch_bounds__(QUANT_THREADS) quant_qkv(const sj_quant_args a
   __shared__ float s_scale[BLK_Q];
   __shared__ __align__(16) u8 s_t[D * (BLK_K + 16)];
   const int x = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-  if (x < a.n_qblk) {
+  const sj_geom &G = a.g;
+  if (x < G.n_qblk) {
     quant_rows<DT, D, QG, WARP_Q, BLK_Q, false>(a, x, h, b, s_amax, s_scale);
-  } else if (x < a.n_qblk + a.n_kblk) {
-    if (h < a.heads_kv)
-      quant_rows<DT, D, QG, WARP_Q, BLK_K, true>(a, x - a.n_qblk, h, b, s_amax,
+  } else if (x < G.n_qblk + G.n_kblk) {
+    if (h < G.heads_kv)
+      quant_rows<DT, D, QG, WARP_Q, BLK_K, true>(a, x - G.n_qblk, h, b, s_amax,
                                                  s_scale);
-  } else if (h < a.heads_kv && (a.flags & SJ_F_QUANT_V)) {
-    quant_v_block<DT, D>(a, x - a.n_qblk - a.n_kblk, h, b, s_t);
+  } else if (h < G.heads_kv && (a.flags & SJ_F_QUANT_V)) {
+    quant_v_block<DT, D>(a, x - G.n_qblk - G.n_kblk, h, b, s_t);
   }
 }
 

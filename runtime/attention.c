@@ -110,125 +110,343 @@ static void default_strides(const sj_attention_params *p, sj_strides *s,
   }
 }
 
-/* The checked, resolved form of a call. */
+/* The checked, resolved form of a call: dense batches and packed (varlen)
+ * sequences alike.  Strides are in elements; for varlen calls the batch
+ * stride is unused and the token stride plays the seq stride's role. */
 typedef struct call {
-  sj_attention_params p; /* with default strides filled */
-  sj_plan plan;
+  sj_dtype dtype;
+  int varlen;
+  int64_t batch, heads_q, heads_kv, head_dim;
+  int64_t seq_q, seq_kv;     /* dense lengths, or varlen maxima */
+  int64_t total_q, total_kv; /* varlen token totals */
+  const int32_t *cu_q, *cu_kv;
+  const void *q, *k, *v;
+  void *o;
+  float *lse;
+  int64_t q_sb, q_sh, q_sn, k_sb, k_sh, k_sn, v_sb, v_sh, v_sn, o_sb, o_sh,
+      o_sn;
+  int causal;
+  sj_causal_align align;
   float sm_scale;
-  int causal_offset;
+  void *workspace;
+  size_t workspace_size;
+  sj_plan plan;
 } call;
 
-static sj_status validate(sj_context *ctx, const sj_attention_params *in,
-                          call *c, int for_reference) {
-  if (!in)
-    return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT, "params is NULL");
-  c->p = *in;
-  sj_attention_params *p = &c->p;
-  if (p->dtype != SJ_DTYPE_FP16 && p->dtype != SJ_DTYPE_BF16)
+typedef struct options {
+  sj_family family;
+  sj_quant_gran quant;
+  sj_pv_accum accum;
+  int smooth_k, smooth_v;
+} options;
+
+static sj_status check_common(sj_context *ctx, sj_dtype dtype, int causal,
+                              sj_causal_align align, const options *o,
+                              float sm_scale, const float *lse) {
+  if (dtype != SJ_DTYPE_FP16 && dtype != SJ_DTYPE_BF16)
     return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT,
                    "unknown dtype %d (SJ_DTYPE_FP16 or SJ_DTYPE_BF16)",
-                   (int)p->dtype);
-  if (p->layout != SJ_LAYOUT_HND && p->layout != SJ_LAYOUT_NHD)
-    return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT,
-                   "unknown layout %d (SJ_LAYOUT_HND or SJ_LAYOUT_NHD)",
-                   (int)p->layout);
-  if (p->causal != 0 && p->causal != 1)
+                   (int)dtype);
+  if (causal != 0 && causal != 1)
     return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT, "causal must be 0 or 1");
-  if (p->causal_align != SJ_CAUSAL_TOP_LEFT &&
-      p->causal_align != SJ_CAUSAL_BOTTOM_RIGHT)
+  if (align != SJ_CAUSAL_TOP_LEFT && align != SJ_CAUSAL_BOTTOM_RIGHT)
     return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT, "unknown causal_align %d",
-                   (int)p->causal_align);
-  if ((int)p->family < 0 || p->family > SJ_FAMILY_FP8PV)
+                   (int)align);
+  if ((int)o->family < 0 || o->family > SJ_FAMILY_FP8PV)
     return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT, "unknown family %d",
-                   (int)p->family);
-  if ((int)p->qk_quant < 0 || p->qk_quant > SJ_QUANT_PER_THREAD)
+                   (int)o->family);
+  if ((int)o->quant < 0 || o->quant > SJ_QUANT_PER_THREAD)
     return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT, "unknown qk_quant %d",
-                   (int)p->qk_quant);
-  if ((int)p->pv_accum < 0 || p->pv_accum > SJ_ACCUM_FP32_FP16)
+                   (int)o->quant);
+  if ((int)o->accum < 0 || o->accum > SJ_ACCUM_FP32_FP16)
     return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT, "unknown pv_accum %d",
-                   (int)p->pv_accum);
-  if (p->smooth_k < -1 || p->smooth_k > 1 || p->smooth_v < -1 ||
-      p->smooth_v > 1)
+                   (int)o->accum);
+  if (o->smooth_k < -1 || o->smooth_k > 1 || o->smooth_v < -1 ||
+      o->smooth_v > 1)
     return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT,
                    "smooth_k and smooth_v must be -1, 0 or 1");
-  const struct {
-    const char *name;
-    int64_t v, max;
-  } sizes[] = {{"batch", p->batch, 65535},
-               {"heads_q", p->heads_q, 65535},
-               {"heads_kv", p->heads_kv, 65535},
-               {"seq_q", p->seq_q, INT32_MAX - 1024},
-               {"seq_kv", p->seq_kv, INT32_MAX - 1024},
-               {"head_dim", p->head_dim, 1 << 16}};
-  for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
-    if (sizes[i].v < 1)
-      return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT, "%s must be >= 1 (got %lld)",
-                     sizes[i].name, (long long)sizes[i].v);
-    if (sizes[i].v > sizes[i].max)
-      return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT, "%s %lld exceeds %lld",
-                     sizes[i].name, (long long)sizes[i].v,
-                     (long long)sizes[i].max);
-  }
-  if (p->heads_q % p->heads_kv)
-    return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT,
-                   "heads_q (%lld) must be a multiple of heads_kv (%lld)",
-                   (long long)p->heads_q, (long long)p->heads_kv);
-  if (p->sm_scale != 0.f && !(isfinite(p->sm_scale) && p->sm_scale > 0.f))
+  if (sm_scale != 0.f && !(isfinite(sm_scale) && sm_scale > 0.f))
     return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT,
                    "sm_scale must be a positive finite number (0: default)");
-  c->sm_scale = p->sm_scale != 0.f ? p->sm_scale
-                                   : (float)(1.0 / sqrt((double)p->head_dim));
-  if (p->lse && ((uintptr_t)p->lse % 4))
+  if (lse && ((uintptr_t)lse % 4))
     return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT, "lse is not 4-byte aligned");
+  return SJ_OK;
+}
 
-  default_strides(p, &p->q_stride, p->heads_q, p->seq_q);
-  default_strides(p, &p->k_stride, p->heads_kv, p->seq_kv);
-  default_strides(p, &p->v_stride, p->heads_kv, p->seq_kv);
-  default_strides(p, &p->o_stride, p->heads_q, p->seq_q);
-  view vq = {"q", (uintptr_t)p->q, {p->batch, p->heads_q, p->seq_q},
-             {p->q_stride.batch, p->q_stride.head, p->q_stride.seq}, 0, 0};
-  view vk = {"k", (uintptr_t)p->k, {p->batch, p->heads_kv, p->seq_kv},
-             {p->k_stride.batch, p->k_stride.head, p->k_stride.seq}, 0, 0};
-  view vv = {"v", (uintptr_t)p->v, {p->batch, p->heads_kv, p->seq_kv},
-             {p->v_stride.batch, p->v_stride.head, p->v_stride.seq}, 0, 0};
-  view vo = {"o", (uintptr_t)p->o, {p->batch, p->heads_q, p->seq_q},
-             {p->o_stride.batch, p->o_stride.head, p->o_stride.seq}, 0, 0};
-  SJ_FORWARD(check_view(ctx, &vq, p->head_dim, 0));
-  SJ_FORWARD(check_view(ctx, &vk, p->head_dim, 0));
-  SJ_FORWARD(check_view(ctx, &vv, p->head_dim, 0));
+typedef struct size_rule {
+  const char *name;
+  int64_t v, min, max;
+} size_rule;
+
+static sj_status check_sizes(sj_context *ctx, const size_rule *r, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    if (r[i].v < r[i].min)
+      return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT,
+                     "%s must be >= %lld (got %lld)", r[i].name,
+                     (long long)r[i].min, (long long)r[i].v);
+    if (r[i].v > r[i].max)
+      return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT, "%s %lld exceeds %lld",
+                     r[i].name, (long long)r[i].v, (long long)r[i].max);
+  }
+  return SJ_OK;
+}
+
+/* Checks the four views, output injectivity and aliasing. */
+static sj_status check_views(sj_context *ctx, call *c, int64_t nq, int64_t nk,
+                             int64_t bq, int for_reference) {
+  view vq = {"q", (uintptr_t)c->q, {bq, c->heads_q, nq},
+             {c->q_sb, c->q_sh, c->q_sn}, 0, 0};
+  view vk = {"k", (uintptr_t)c->k, {bq, c->heads_kv, nk},
+             {c->k_sb, c->k_sh, c->k_sn}, 0, 0};
+  view vv = {"v", (uintptr_t)c->v, {bq, c->heads_kv, nk},
+             {c->v_sb, c->v_sh, c->v_sn}, 0, 0};
+  view vo = {"o", (uintptr_t)c->o, {bq, c->heads_q, nq},
+             {c->o_sb, c->o_sh, c->o_sn}, 0, 0};
+  SJ_FORWARD(check_view(ctx, &vq, c->head_dim, 0));
+  SJ_FORWARD(check_view(ctx, &vk, c->head_dim, 0));
+  SJ_FORWARD(check_view(ctx, &vv, c->head_dim, 0));
   if (!for_reference) {
-    SJ_FORWARD(check_view(ctx, &vo, p->head_dim, 1));
+    SJ_FORWARD(check_view(ctx, &vo, c->head_dim, 1));
     if (overlaps(&vo, &vq) || overlaps(&vo, &vk) || overlaps(&vo, &vv))
       return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT,
                      "o overlaps q, k or v (in-place attention is not "
                      "supported)");
   }
-  c->causal_offset = 0;
-  if (p->causal && p->causal_align == SJ_CAUSAL_BOTTOM_RIGHT)
-    c->causal_offset = (int)(p->seq_kv - p->seq_q);
+  return SJ_OK;
+}
 
-  if (for_reference) {
-    if (p->head_dim % 32 || p->head_dim > 256)
-      return sj_fail(ctx, SJ_ERR_UNSUPPORTED,
-                     "the reference kernel needs head_dim a multiple of 32 "
-                     "up to 256");
-    return SJ_OK;
-  }
+static sj_status plan_call(sj_context *ctx, call *c, const options *o) {
   char msg[512];
-  sj_status st = sj_plan_make(&ctx->target,
-                              p->family ? p->family : ctx->family, p->dtype,
-                              (int)p->head_dim, p->causal, p->qk_quant,
-                              p->pv_accum, p->smooth_k, p->smooth_v, &c->plan,
-                              msg, sizeof msg);
+  sj_status st = sj_plan_make(&ctx->target, o->family ? o->family : ctx->family,
+                              c->dtype, (int)c->head_dim, c->causal, o->quant,
+                              o->accum, o->smooth_k, o->smooth_v, &c->plan, msg,
+                              sizeof msg);
   if (st != SJ_OK)
     return sj_fail(ctx, st, "%s", msg);
   return SJ_OK;
 }
 
+static sj_status validate(sj_context *ctx, const sj_attention_params *in,
+                          call *c, int for_reference) {
+  if (!in)
+    return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT, "params is NULL");
+  memset(c, 0, sizeof *c);
+  sj_attention_params p = *in;
+  options o = {p.family, p.qk_quant, p.pv_accum, p.smooth_k, p.smooth_v};
+  SJ_FORWARD(check_common(ctx, p.dtype, p.causal, p.causal_align, &o,
+                          p.sm_scale, p.lse));
+  if (p.layout != SJ_LAYOUT_HND && p.layout != SJ_LAYOUT_NHD)
+    return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT,
+                   "unknown layout %d (SJ_LAYOUT_HND or SJ_LAYOUT_NHD)",
+                   (int)p.layout);
+  const size_rule sizes[] = {{"batch", p.batch, 1, 65535},
+                             {"heads_q", p.heads_q, 1, 65535},
+                             {"heads_kv", p.heads_kv, 1, 65535},
+                             {"seq_q", p.seq_q, 1, INT32_MAX / 2},
+                             {"seq_kv", p.seq_kv, 1, INT32_MAX / 2},
+                             {"head_dim", p.head_dim, 1, 1 << 16}};
+  SJ_FORWARD(check_sizes(ctx, sizes, sizeof sizes / sizeof *sizes));
+  if (p.heads_q % p.heads_kv)
+    return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT,
+                   "heads_q (%lld) must be a multiple of heads_kv (%lld)",
+                   (long long)p.heads_q, (long long)p.heads_kv);
+  default_strides(&p, &p.q_stride, p.heads_q, p.seq_q);
+  default_strides(&p, &p.k_stride, p.heads_kv, p.seq_kv);
+  default_strides(&p, &p.v_stride, p.heads_kv, p.seq_kv);
+  default_strides(&p, &p.o_stride, p.heads_q, p.seq_q);
+  c->dtype = p.dtype;
+  c->batch = p.batch;
+  c->heads_q = p.heads_q;
+  c->heads_kv = p.heads_kv;
+  c->head_dim = p.head_dim;
+  c->seq_q = p.seq_q;
+  c->seq_kv = p.seq_kv;
+  c->q = p.q;
+  c->k = p.k;
+  c->v = p.v;
+  c->o = p.o;
+  c->lse = p.lse;
+  c->q_sb = p.q_stride.batch;
+  c->q_sh = p.q_stride.head;
+  c->q_sn = p.q_stride.seq;
+  c->k_sb = p.k_stride.batch;
+  c->k_sh = p.k_stride.head;
+  c->k_sn = p.k_stride.seq;
+  c->v_sb = p.v_stride.batch;
+  c->v_sh = p.v_stride.head;
+  c->v_sn = p.v_stride.seq;
+  c->o_sb = p.o_stride.batch;
+  c->o_sh = p.o_stride.head;
+  c->o_sn = p.o_stride.seq;
+  c->causal = p.causal;
+  c->align = p.causal_align;
+  c->sm_scale = p.sm_scale != 0.f ? p.sm_scale
+                                  : (float)(1.0 / sqrt((double)p.head_dim));
+  c->workspace = p.workspace;
+  c->workspace_size = p.workspace_size;
+  SJ_FORWARD(check_views(ctx, c, p.seq_q, p.seq_kv, p.batch, for_reference));
+  if (for_reference) {
+    if (p.head_dim % 32 || p.head_dim > 256)
+      return sj_fail(ctx, SJ_ERR_UNSUPPORTED,
+                     "the reference kernel needs head_dim a multiple of 32 "
+                     "up to 256");
+    return SJ_OK;
+  }
+  return plan_call(ctx, c, &o);
+}
+
+/* Validates a prefix-sum array: first 0, monotone, last = total, no length
+ * above max. */
+static sj_status check_cu(sj_context *ctx, const char *name, const int32_t *cu,
+                          int64_t batch, int64_t total, int64_t max) {
+  if (cu[0] != 0)
+    return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT, "%s[0] is %d, not 0", name,
+                   cu[0]);
+  for (int64_t i = 0; i < batch; i++) {
+    const int64_t len = (int64_t)cu[i + 1] - cu[i];
+    if (len < 0)
+      return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT,
+                     "%s is not monotone: [%lld] = %d > [%lld] = %d", name,
+                     (long long)i, cu[i], (long long)(i + 1), cu[i + 1]);
+    if (len > max)
+      return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT,
+                     "%s: sequence %lld has %lld tokens, above the max %lld",
+                     name, (long long)i, (long long)len, (long long)max);
+  }
+  if (cu[batch] != total)
+    return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT,
+                   "%s[%lld] is %d, not the total %lld", name,
+                   (long long)batch, cu[batch], (long long)total);
+  return SJ_OK;
+}
+
+static sj_status fetch_cu(sj_context *ctx, CUstream stream, const int32_t *dev,
+                          int32_t *host, int64_t n) {
+  char err[256];
+  CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (ctx->cu->StreamIsCapturing(stream, &cap) == CUDA_SUCCESS &&
+      cap != CU_STREAM_CAPTURE_STATUS_NONE)
+    return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT,
+                   "validating device cu_seqlens needs a copy to the host, "
+                   "which a capturing stream cannot do: pass host copies or "
+                   "set trust_cu_seqlens");
+  CUresult r = ctx->cu->CtxPushCurrent(ctx->cuctx);
+  if (r == CUDA_SUCCESS) {
+    r = ctx->cu->StreamSynchronize(stream);
+    if (r == CUDA_SUCCESS)
+      r = ctx->cu->MemcpyDtoH(host, (CUdeviceptr)(uintptr_t)dev,
+                              (size_t)n * sizeof *host);
+    CUcontext dummy;
+    ctx->cu->CtxPopCurrent(&dummy);
+  }
+  if (r != CUDA_SUCCESS)
+    return sj_fail(ctx, SJ_ERR_CUDA, "reading cu_seqlens: %s",
+                   sj_cuda_error_text(r, err, sizeof err));
+  return SJ_OK;
+}
+
+static sj_status validate_varlen(sj_context *ctx, const sj_varlen_params *p,
+                                 call *c, CUstream stream) {
+  if (!p)
+    return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT, "params is NULL");
+  memset(c, 0, sizeof *c);
+  options o = {p->family, p->qk_quant, p->pv_accum, p->smooth_k, p->smooth_v};
+  SJ_FORWARD(check_common(ctx, p->dtype, p->causal, p->causal_align, &o,
+                          p->sm_scale, p->lse));
+  const size_rule sizes[] = {
+      {"batch", p->batch, 1, 65535},
+      {"heads_q", p->heads_q, 1, 65535},
+      {"heads_kv", p->heads_kv, 1, 65535},
+      {"head_dim", p->head_dim, 1, 1 << 16},
+      {"total_q", p->total_q, 0, INT32_MAX / 2 - 128 * p->batch},
+      {"total_kv", p->total_kv, 0, INT32_MAX / 2 - 128 * p->batch},
+      {"max_seqlen_q", p->max_seqlen_q, 0, INT32_MAX / 2},
+      {"max_seqlen_kv", p->max_seqlen_kv, 0, INT32_MAX / 2}};
+  SJ_FORWARD(check_sizes(ctx, sizes, sizeof sizes / sizeof *sizes));
+  if (p->heads_q % p->heads_kv)
+    return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT,
+                   "heads_q (%lld) must be a multiple of heads_kv (%lld)",
+                   (long long)p->heads_q, (long long)p->heads_kv);
+  if (!p->cu_seqlens_q || !p->cu_seqlens_kv)
+    return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT, "cu_seqlens_%s is NULL",
+                   p->cu_seqlens_q ? "kv" : "q");
+  if ((uintptr_t)p->cu_seqlens_q % 4 || (uintptr_t)p->cu_seqlens_kv % 4)
+    return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT,
+                   "cu_seqlens must be 4-byte aligned int32 arrays");
+  const int64_t hd = p->head_dim;
+  c->dtype = p->dtype;
+  c->varlen = 1;
+  c->batch = p->batch;
+  c->heads_q = p->heads_q;
+  c->heads_kv = p->heads_kv;
+  c->head_dim = hd;
+  c->seq_q = p->max_seqlen_q;
+  c->seq_kv = p->max_seqlen_kv;
+  c->total_q = p->total_q;
+  c->total_kv = p->total_kv;
+  c->cu_q = p->cu_seqlens_q;
+  c->cu_kv = p->cu_seqlens_kv;
+  c->q = p->q;
+  c->k = p->k;
+  c->v = p->v;
+  c->o = p->o;
+  c->lse = p->lse;
+#define TOKEN_STRIDES(x, heads)                                                \
+  c->x##_sn = p->x##_stride_token ? p->x##_stride_token : (heads) * hd;        \
+  c->x##_sh = p->x##_stride_head ? p->x##_stride_head : hd
+  TOKEN_STRIDES(q, p->heads_q);
+  TOKEN_STRIDES(k, p->heads_kv);
+  TOKEN_STRIDES(v, p->heads_kv);
+  TOKEN_STRIDES(o, p->heads_q);
+#undef TOKEN_STRIDES
+  c->causal = p->causal;
+  c->align = p->causal_align;
+  c->sm_scale = p->sm_scale != 0.f ? p->sm_scale
+                                   : (float)(1.0 / sqrt((double)hd));
+  c->workspace = p->workspace;
+  c->workspace_size = p->workspace_size;
+  /* Views over all tokens: one "batch" of total rows. */
+  SJ_FORWARD(check_views(ctx, c, p->total_q > 0 ? p->total_q : 1,
+                         p->total_kv > 0 ? p->total_kv : 1, 1, 0));
+  SJ_FORWARD(plan_call(ctx, c, &o));
+  if (p->trust_cu_seqlens && !p->cu_seqlens_q_host && !p->cu_seqlens_kv_host)
+    return SJ_OK;
+  const int64_t n = p->batch + 1;
+  int32_t *hq = (int32_t *)p->cu_seqlens_q_host, *hk = (int32_t *)p->cu_seqlens_kv_host;
+  int32_t *tmp = NULL;
+  if (!hq || !hk) {
+    if (stream == (CUstream)-1) /* sizing only: nothing to read yet */
+      return SJ_OK;
+    if (!ctx->can_load)
+      return sj_fail(ctx, SJ_ERR_NO_DEVICE,
+                     "this context has no device to read cu_seqlens from");
+    tmp = malloc((size_t)n * 2 * sizeof *tmp);
+    if (!tmp)
+      return sj_fail(ctx, SJ_ERR_OUT_OF_MEMORY, "out of memory");
+    sj_status st = SJ_OK;
+    if (!hq)
+      st = fetch_cu(ctx, stream, p->cu_seqlens_q, hq = tmp, n);
+    if (st == SJ_OK && !hk)
+      st = fetch_cu(ctx, stream, p->cu_seqlens_kv, hk = tmp + n, n);
+    if (st != SJ_OK) {
+      free(tmp);
+      return st;
+    }
+  }
+  sj_status st = check_cu(ctx, "cu_seqlens_q", hq, p->batch, p->total_q,
+                          p->max_seqlen_q);
+  if (st == SJ_OK)
+    st = check_cu(ctx, "cu_seqlens_kv", hk, p->batch, p->total_kv,
+                  p->max_seqlen_kv);
+  free(tmp);
+  return st;
+}
+
 /* -------------------------------------------------------------- workspace */
 
 typedef struct layout {
-  int nq_pad, nk_pad, n_qblk, n_kblk, nchunk, chunk;
+  sj_geom g;
+  int nchunk, chunk;
   size_t q8, k8, v8, q_scale, k_scale, v_scale, v_mean, k_mean, qk_mean,
       partial, total;
 } layout;
@@ -240,25 +458,52 @@ static size_t take(size_t *off, size_t bytes) {
 }
 
 static void make_layout(const sj_context *ctx, const call *c, layout *l) {
-  const sj_attention_params *p = &c->p;
   const sj_plan *pl = &c->plan;
-  const size_t B = (size_t)p->batch, HQ = (size_t)p->heads_q,
-               HK = (size_t)p->heads_kv, D = (size_t)p->head_dim;
-  l->n_qblk = (int)((p->seq_q + BLK_Q - 1) / BLK_Q);
-  l->nq_pad = l->n_qblk * BLK_Q;
-  l->n_kblk = (int)((p->seq_kv + BLK_K - 1) / BLK_K);
-  l->nk_pad = l->n_kblk * BLK_K;
+  const size_t B = (size_t)c->batch, HQ = (size_t)c->heads_q,
+               HK = (size_t)c->heads_kv, D = (size_t)c->head_dim;
+  memset(l, 0, sizeof *l);
+  sj_geom *g = &l->g;
+  g->batch = (int)c->batch;
+  g->heads_q = (int)c->heads_q;
+  g->heads_kv = (int)c->heads_kv;
+  g->seq_q = (int)c->seq_q;
+  g->seq_kv = (int)c->seq_kv;
+  g->n_qblk = (int)((c->seq_q + BLK_Q - 1) / BLK_Q);
+  g->n_kblk = (int)((c->seq_kv + BLK_K - 1) / BLK_K);
+  size_t q_rows, kv_rows, v_cols, stat_rows;
+  if (c->varlen) {
+    g->cu_q = (sj_ptr)(uintptr_t)c->cu_q;
+    g->cu_kv = (sj_ptr)(uintptr_t)c->cu_kv;
+    g->total_q = (int)c->total_q;
+    g->total_kv = (int)c->total_kv;
+    g->rows_q = (int)(c->total_q + BLK_Q * c->batch);
+    g->rows_kv = (int)(c->total_kv + BLK_K * c->batch);
+    g->cols_kv = (int)((c->total_kv + 80 * c->batch + 16 + 15) / 16 * 16);
+    q_rows = (size_t)g->rows_q * HQ;
+    kv_rows = (size_t)g->rows_kv * HK;
+    v_cols = (size_t)g->cols_kv * HK;
+    stat_rows = (size_t)c->total_q * HQ;
+  } else {
+    g->seq_q_pad = g->n_qblk * BLK_Q;
+    g->seq_kv_pad = g->n_kblk * BLK_K;
+    q_rows = B * HQ * (size_t)g->seq_q_pad;
+    kv_rows = B * HK * (size_t)g->seq_kv_pad;
+    v_cols = kv_rows;
+    stat_rows = B * HQ * (size_t)c->seq_q;
+  }
   /* Enough chunks for about two CTAs per multiprocessor. */
   const int sms = ctx->sm_count > 0 ? ctx->sm_count : 1;
   int64_t want = (2 * sms + (int64_t)(B * HK) - 1) / (int64_t)(B * HK);
   if (want < 1)
     want = 1;
-  int64_t chunk = (p->seq_kv + want - 1) / want;
+  int64_t chunk = (c->seq_kv + want - 1) / want;
   chunk = (chunk + 63) / 64 * 64;
   if (chunk < 256)
     chunk = 256;
   l->chunk = (int)chunk;
-  l->nchunk = (int)((p->seq_kv + chunk - 1) / chunk);
+  l->nchunk = (int)((c->seq_kv + chunk - 1) / chunk);
+  if (l->nchunk < 1)
+    l->nchunk = 1;
   const size_t qs = pl->quant == SJ_QUANT_PER_BLOCK
                         ? 1
                         : (pl->quant == SJ_QUANT_PER_WARP
@@ -266,17 +511,15 @@ static void make_layout(const sj_context *ctx, const call *c, layout *l) {
                                : (size_t)(BLK_Q / pl->warp_q * 8));
   const size_t ks = pl->quant == SJ_QUANT_PER_THREAD ? 4 : 1;
   size_t off = 0;
-  l->q8 = take(&off, B * HQ * (size_t)l->nq_pad * D);
-  l->k8 = take(&off, B * HK * (size_t)l->nk_pad * D);
-  l->v8 = pl->family == SJ_FAMILY_FP8PV
-              ? take(&off, B * HK * D * (size_t)l->nk_pad)
-              : 0;
-  l->q_scale = take(&off, B * HQ * (size_t)l->n_qblk * qs * 4);
-  l->k_scale = take(&off, B * HK * (size_t)l->n_kblk * ks * 4);
+  l->q8 = take(&off, q_rows * D);
+  l->k8 = take(&off, kv_rows * D);
+  l->v8 = pl->family == SJ_FAMILY_FP8PV ? take(&off, v_cols * D) : 0;
+  l->q_scale = take(&off, B * HQ * (size_t)g->n_qblk * qs * 4);
+  l->k_scale = take(&off, B * HK * (size_t)g->n_kblk * ks * 4);
   l->v_scale = take(&off, B * HK * D * 4);
   l->v_mean = take(&off, B * HK * D * 4);
   l->k_mean = take(&off, B * HK * D * 4);
-  l->qk_mean = take(&off, B * HQ * (size_t)p->seq_q * 4);
+  l->qk_mean = take(&off, stat_rows * 4);
   l->partial = take(&off, B * HK * (size_t)l->nchunk * 4 * D * 4);
   l->total = off;
 }
@@ -294,37 +537,46 @@ sj_status sj_attention_workspace_size(sj_context *ctx,
   return SJ_OK;
 }
 
-/* ------------------------------------------------------------------ launch */
-
-sj_status sj_attention_run(sj_context *ctx, const sj_attention_params *params,
-                           CUstream stream, int parts) {
-  if (!ctx)
+sj_status sj_attention_varlen_workspace_size(sj_context *ctx,
+                                             const sj_varlen_params *p,
+                                             size_t *bytes) {
+  if (!ctx || !bytes)
     return SJ_ERR_INVALID_ARGUMENT;
   call c;
-  SJ_FORWARD(validate(ctx, params, &c, 0));
+  SJ_FORWARD(validate_varlen(ctx, p, &c, (CUstream)-1));
+  layout l;
+  make_layout(ctx, &c, &l);
+  *bytes = l.total;
+  return SJ_OK;
+}
+
+/* ------------------------------------------------------------------ launch */
+
+static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
+                          int parts) {
   if (!ctx->can_load)
     return sj_fail(ctx, SJ_ERR_NO_DEVICE,
                    "this context has no device (compile-only)");
-  const sj_attention_params *p = &c.p;
-  const sj_plan *pl = &c.plan;
-
+  const sj_plan *pl = &c->plan;
   CUfunction fn[4];
   for (int i = 0; i < pl->n_specs; i++)
     SJ_FORWARD(sj_kernel_get(ctx, &pl->specs[i], &fn[i]));
+  if (c->varlen && (c->total_q == 0))
+    return SJ_OK; /* no query row: nothing to write */
 
   layout l;
-  make_layout(ctx, &c, &l);
+  make_layout(ctx, c, &l);
   CUdeviceptr ws = 0;
   int own_ws = 0;
-  if (p->workspace) {
-    if ((uintptr_t)p->workspace % WS_ALIGN)
+  if (c->workspace) {
+    if ((uintptr_t)c->workspace % WS_ALIGN)
       return sj_fail(ctx, SJ_ERR_WORKSPACE,
                      "workspace must be %d-byte aligned", WS_ALIGN);
-    if (p->workspace_size < l.total)
+    if (c->workspace_size < l.total)
       return sj_fail(ctx, SJ_ERR_WORKSPACE,
                      "workspace has %zu bytes; this call needs %zu",
-                     p->workspace_size, l.total);
-    ws = (CUdeviceptr)(uintptr_t)p->workspace;
+                     c->workspace_size, l.total);
+    ws = (CUdeviceptr)(uintptr_t)c->workspace;
   } else {
     pthread_mutex_lock(&ctx->ws_lock);
     own_ws = 1;
@@ -337,30 +589,33 @@ sj_status sj_attention_run(sj_context *ctx, const sj_attention_params *params,
 
   const int fp8 = pl->family == SJ_FAMILY_FP8PV;
   const int need_stats = (pl->smooth_k || fp8) && (parts & SJ_PART_PRE);
-  const int want_lse = p->lse != NULL;
+  const int want_lse = c->lse != NULL;
+  const sj_ptr cu_kv = (sj_ptr)(uintptr_t)c->cu_kv;
   sj_status st = SJ_OK;
   if (need_stats) {
     sj_stats_args sa;
     memset(&sa, 0, sizeof sa);
-    sa.k = (sj_ptr)(uintptr_t)p->k;
-    sa.v = (sj_ptr)(uintptr_t)p->v;
+    sa.k = (sj_ptr)(uintptr_t)c->k;
+    sa.v = (sj_ptr)(uintptr_t)c->v;
     sa.partial = ws + l.partial;
-    sa.k_sb = p->k_stride.batch;
-    sa.k_sh = p->k_stride.head;
-    sa.k_sn = p->k_stride.seq;
-    sa.v_sb = p->v_stride.batch;
-    sa.v_sh = p->v_stride.head;
-    sa.v_sn = p->v_stride.seq;
-    sa.batch = (int)p->batch;
-    sa.heads_kv = (int)p->heads_kv;
-    sa.seq_kv = (int)p->seq_kv;
-    sa.head_dim = (int)p->head_dim;
+    sa.cu_kv = cu_kv;
+    sa.k_sb = c->k_sb;
+    sa.k_sh = c->k_sh;
+    sa.k_sn = c->k_sn;
+    sa.v_sb = c->v_sb;
+    sa.v_sh = c->v_sh;
+    sa.v_sn = c->v_sn;
+    sa.batch = (int)c->batch;
+    sa.heads_kv = (int)c->heads_kv;
+    sa.seq_kv = (int)c->seq_kv;
+    sa.total_kv = (int)c->total_kv;
+    sa.head_dim = (int)c->head_dim;
     sa.nchunk = l.nchunk;
     sa.chunk = l.chunk;
     sa.flags = (pl->smooth_k ? SJ_F_K_STATS : 0) | (fp8 ? SJ_F_V_STATS : 0);
     sj_launch_shape sh = sj_spec_shape(&pl->specs[0]);
-    st = sj_launch(ctx, fn[0], (unsigned)l.nchunk, (unsigned)p->heads_kv,
-                   (unsigned)p->batch, &sh, stream, &sa, "kv_stats");
+    st = sj_launch(ctx, fn[0], (unsigned)l.nchunk, (unsigned)c->heads_kv,
+                   (unsigned)c->batch, &sh, stream, &sa, "kv_stats");
     if (st == SJ_OK) {
       sj_finalize_args fa;
       memset(&fa, 0, sizeof fa);
@@ -368,34 +623,37 @@ sj_status sj_attention_run(sj_context *ctx, const sj_attention_params *params,
       fa.k_mean = ws + l.k_mean;
       fa.v_mean = ws + l.v_mean;
       fa.v_scale = ws + l.v_scale;
-      fa.batch = (int)p->batch;
-      fa.heads_kv = (int)p->heads_kv;
-      fa.seq_kv = (int)p->seq_kv;
-      fa.head_dim = (int)p->head_dim;
+      fa.cu_kv = cu_kv;
+      fa.batch = (int)c->batch;
+      fa.heads_kv = (int)c->heads_kv;
+      fa.seq_kv = (int)c->seq_kv;
+      fa.total_kv = (int)c->total_kv;
+      fa.head_dim = (int)c->head_dim;
       fa.nchunk = l.nchunk;
       fa.flags = (pl->smooth_k ? SJ_F_SMOOTH_K : 0) |
                  (fp8 ? SJ_F_V_STATS : 0) | (pl->smooth_v ? SJ_F_SMOOTH_V : 0);
       fa.v_scale_max = pl->accum == SJ_ACCUM_FP32_FP16 ? 2.25f : 448.f;
       sh = sj_spec_shape(&pl->specs[1]);
-      st = sj_launch(ctx, fn[1], (unsigned)p->heads_kv, (unsigned)p->batch, 1,
+      st = sj_launch(ctx, fn[1], (unsigned)c->heads_kv, (unsigned)c->batch, 1,
                      &sh, stream, &fa, "kv_finalize");
     }
   }
   if (st == SJ_OK && (parts & SJ_PART_PRE)) {
     sj_quant_args qa;
     memset(&qa, 0, sizeof qa);
-    qa.q = (sj_ptr)(uintptr_t)p->q;
-    qa.k = (sj_ptr)(uintptr_t)p->k;
-    qa.v = (sj_ptr)(uintptr_t)p->v;
-    qa.q_sb = p->q_stride.batch;
-    qa.q_sh = p->q_stride.head;
-    qa.q_sn = p->q_stride.seq;
-    qa.k_sb = p->k_stride.batch;
-    qa.k_sh = p->k_stride.head;
-    qa.k_sn = p->k_stride.seq;
-    qa.v_sb = p->v_stride.batch;
-    qa.v_sh = p->v_stride.head;
-    qa.v_sn = p->v_stride.seq;
+    qa.g = l.g;
+    qa.q = (sj_ptr)(uintptr_t)c->q;
+    qa.k = (sj_ptr)(uintptr_t)c->k;
+    qa.v = (sj_ptr)(uintptr_t)c->v;
+    qa.q_sb = c->q_sb;
+    qa.q_sh = c->q_sh;
+    qa.q_sn = c->q_sn;
+    qa.k_sb = c->k_sb;
+    qa.k_sh = c->k_sh;
+    qa.k_sn = c->k_sn;
+    qa.v_sb = c->v_sb;
+    qa.v_sh = c->v_sh;
+    qa.v_sn = c->v_sn;
     qa.q8 = ws + l.q8;
     qa.k8 = ws + l.k8;
     qa.v8 = fp8 ? ws + l.v8 : 0;
@@ -405,28 +663,21 @@ sj_status sj_attention_run(sj_context *ctx, const sj_attention_params *params,
     qa.v_mean = ws + l.v_mean;
     qa.k_mean = ws + l.k_mean;
     qa.qk_mean = ws + l.qk_mean;
-    qa.batch = (int)p->batch;
-    qa.heads_q = (int)p->heads_q;
-    qa.heads_kv = (int)p->heads_kv;
-    qa.seq_q = (int)p->seq_q;
-    qa.seq_kv = (int)p->seq_kv;
-    qa.seq_q_pad = l.nq_pad;
-    qa.seq_kv_pad = l.nk_pad;
-    qa.n_qblk = l.n_qblk;
-    qa.n_kblk = l.n_kblk;
-    qa.n_vblk = fp8 ? l.n_kblk : 0;
+    qa.n_vblk = fp8 ? l.g.n_kblk : 0;
     qa.flags = (pl->smooth_k ? SJ_F_SMOOTH_K : 0) |
                (pl->smooth_v ? SJ_F_SMOOTH_V : 0) | (fp8 ? SJ_F_QUANT_V : 0) |
                (want_lse ? SJ_F_LSE : 0);
     qa.q_prescale = 1.0f;
     sj_launch_shape sh = sj_spec_shape(&pl->specs[2]);
-    st = sj_launch(ctx, fn[2], (unsigned)(qa.n_qblk + qa.n_kblk + qa.n_vblk),
-                   (unsigned)p->heads_q, (unsigned)p->batch, &sh, stream, &qa,
+    st = sj_launch(ctx, fn[2],
+                   (unsigned)(l.g.n_qblk + l.g.n_kblk + qa.n_vblk),
+                   (unsigned)c->heads_q, (unsigned)c->batch, &sh, stream, &qa,
                    "quant_qkv");
   }
   if (st == SJ_OK && (parts & SJ_PART_ATTN)) {
     sj_attn_args aa;
     memset(&aa, 0, sizeof aa);
+    aa.g = l.g;
     aa.q8 = ws + l.q8;
     aa.k8 = ws + l.k8;
     aa.v8 = fp8 ? ws + l.v8 : 0;
@@ -435,40 +686,52 @@ sj_status sj_attention_run(sj_context *ctx, const sj_attention_params *params,
     aa.v_scale = ws + l.v_scale;
     aa.v_mean = ws + l.v_mean;
     aa.qk_mean = ws + l.qk_mean;
-    aa.v = (sj_ptr)(uintptr_t)p->v;
-    aa.o = (sj_ptr)(uintptr_t)p->o;
-    aa.lse = (sj_ptr)(uintptr_t)p->lse;
-    aa.v_sb = p->v_stride.batch;
-    aa.v_sh = p->v_stride.head;
-    aa.v_sn = p->v_stride.seq;
-    aa.o_sb = p->o_stride.batch;
-    aa.o_sh = p->o_stride.head;
-    aa.o_sn = p->o_stride.seq;
-    aa.batch = (int)p->batch;
-    aa.heads_q = (int)p->heads_q;
-    aa.heads_kv = (int)p->heads_kv;
-    aa.seq_q = (int)p->seq_q;
-    aa.seq_kv = (int)p->seq_kv;
-    aa.seq_q_pad = l.nq_pad;
-    aa.seq_kv_pad = l.nk_pad;
-    aa.causal_offset = c.causal_offset;
-    aa.sm_scale_log2 = c.sm_scale * 1.4426950408889634f;
+    aa.v = (sj_ptr)(uintptr_t)c->v;
+    aa.o = (sj_ptr)(uintptr_t)c->o;
+    aa.lse = (sj_ptr)(uintptr_t)c->lse;
+    aa.v_sb = c->v_sb;
+    aa.v_sh = c->v_sh;
+    aa.v_sn = c->v_sn;
+    aa.o_sb = c->o_sb;
+    aa.o_sh = c->o_sh;
+    aa.o_sn = c->o_sn;
+    aa.sm_scale_log2 = c->sm_scale * 1.4426950408889634f;
     aa.lse_scale = 0.6931471805599453f;
     aa.flags = (pl->smooth_v ? SJ_F_SMOOTH_V : 0) |
                (want_lse ? SJ_F_LSE : 0) |
-               (want_lse && pl->smooth_k ? SJ_F_SMOOTH_K : 0);
+               (want_lse && pl->smooth_k ? SJ_F_SMOOTH_K : 0) |
+               (c->causal && c->align == SJ_CAUSAL_BOTTOM_RIGHT ? SJ_F_CAUSAL_BR
+                                                                : 0);
     sj_launch_shape sh = sj_spec_shape(&pl->specs[3]);
-    st = sj_launch(ctx, fn[3], (unsigned)l.n_qblk, (unsigned)p->heads_q,
-                   (unsigned)p->batch, &sh, stream, &aa, "attn_mma");
+    st = sj_launch(ctx, fn[3], (unsigned)l.g.n_qblk, (unsigned)c->heads_q,
+                   (unsigned)c->batch, &sh, stream, &aa, "attn_mma");
   }
   if (own_ws)
     pthread_mutex_unlock(&ctx->ws_lock);
   return st;
 }
 
+sj_status sj_attention_run(sj_context *ctx, const sj_attention_params *params,
+                           CUstream stream, int parts) {
+  if (!ctx)
+    return SJ_ERR_INVALID_ARGUMENT;
+  call c;
+  SJ_FORWARD(validate(ctx, params, &c, 0));
+  return run_call(ctx, &c, stream, parts);
+}
+
 sj_status sj_attention(sj_context *ctx, const sj_attention_params *params,
                        struct CUstream_st *stream) {
   return sj_attention_run(ctx, params, stream, SJ_PART_PRE | SJ_PART_ATTN);
+}
+
+sj_status sj_attention_varlen(sj_context *ctx, const sj_varlen_params *params,
+                              struct CUstream_st *stream) {
+  if (!ctx)
+    return SJ_ERR_INVALID_ARGUMENT;
+  call c;
+  SJ_FORWARD(validate_varlen(ctx, params, &c, stream));
+  return run_call(ctx, &c, stream, SJ_PART_PRE | SJ_PART_ATTN);
 }
 
 sj_status sj_attention_reference(sj_context *ctx,
@@ -483,44 +746,45 @@ sj_status sj_attention_reference(sj_context *ctx,
   if (!ctx->can_load)
     return sj_fail(ctx, SJ_ERR_NO_DEVICE,
                    "this context has no device (compile-only)");
-  const sj_attention_params *p = &c.p;
   sj_spec s;
   memset(&s, 0, sizeof s);
   s.kind = SJ_KERNEL_REFERENCE;
-  s.dtype = p->dtype;
-  s.head_dim = (int)p->head_dim;
+  s.dtype = c.dtype;
+  s.head_dim = (int)c.head_dim;
   CUfunction fn;
   SJ_FORWARD(sj_kernel_get(ctx, &s, &fn));
   sj_ref_args ra;
   memset(&ra, 0, sizeof ra);
-  ra.q = (sj_ptr)(uintptr_t)p->q;
-  ra.k = (sj_ptr)(uintptr_t)p->k;
-  ra.v = (sj_ptr)(uintptr_t)p->v;
+  ra.q = (sj_ptr)(uintptr_t)c.q;
+  ra.k = (sj_ptr)(uintptr_t)c.k;
+  ra.v = (sj_ptr)(uintptr_t)c.v;
   ra.o = (sj_ptr)(uintptr_t)out;
-  ra.lse = (sj_ptr)(uintptr_t)p->lse;
-  ra.q_sb = p->q_stride.batch;
-  ra.q_sh = p->q_stride.head;
-  ra.q_sn = p->q_stride.seq;
-  ra.k_sb = p->k_stride.batch;
-  ra.k_sh = p->k_stride.head;
-  ra.k_sn = p->k_stride.seq;
-  ra.v_sb = p->v_stride.batch;
-  ra.v_sh = p->v_stride.head;
-  ra.v_sn = p->v_stride.seq;
-  ra.batch = (int)p->batch;
-  ra.heads_q = (int)p->heads_q;
-  ra.heads_kv = (int)p->heads_kv;
-  ra.seq_q = (int)p->seq_q;
-  ra.seq_kv = (int)p->seq_kv;
-  ra.head_dim = (int)p->head_dim;
-  ra.causal = p->causal;
-  ra.causal_offset = c.causal_offset;
+  ra.lse = (sj_ptr)(uintptr_t)c.lse;
+  ra.q_sb = c.q_sb;
+  ra.q_sh = c.q_sh;
+  ra.q_sn = c.q_sn;
+  ra.k_sb = c.k_sb;
+  ra.k_sh = c.k_sh;
+  ra.k_sn = c.k_sn;
+  ra.v_sb = c.v_sb;
+  ra.v_sh = c.v_sh;
+  ra.v_sn = c.v_sn;
+  ra.batch = (int)c.batch;
+  ra.heads_q = (int)c.heads_q;
+  ra.heads_kv = (int)c.heads_kv;
+  ra.seq_q = (int)c.seq_q;
+  ra.seq_kv = (int)c.seq_kv;
+  ra.head_dim = (int)c.head_dim;
+  ra.causal = c.causal;
+  ra.causal_offset = c.causal && c.align == SJ_CAUSAL_BOTTOM_RIGHT
+                         ? (int)(c.seq_kv - c.seq_q)
+                         : 0;
   ra.sm_scale = c.sm_scale;
   sj_launch_shape sh = sj_spec_shape(&s);
   const unsigned rows_per_cta = 16; /* REF_WARPS * REF_ROWS */
   return sj_launch(ctx, fn,
-                   (unsigned)((p->seq_q + rows_per_cta - 1) / rows_per_cta),
-                   (unsigned)p->heads_q, (unsigned)p->batch, &sh, stream, &ra,
+                   (unsigned)((c.seq_q + rows_per_cta - 1) / rows_per_cta),
+                   (unsigned)c.heads_q, (unsigned)c.batch, &sh, stream, &ra,
                    "reference_attn");
 }
 
@@ -530,6 +794,15 @@ void sj_attention_params_init(sj_attention_params *p) {
   memset(p, 0, sizeof *p);
   p->dtype = SJ_DTYPE_FP16;
   p->layout = SJ_LAYOUT_HND;
+  p->smooth_k = -1;
+  p->smooth_v = -1;
+}
+
+void sj_varlen_params_init(sj_varlen_params *p) {
+  if (!p)
+    return;
+  memset(p, 0, sizeof *p);
+  p->dtype = SJ_DTYPE_FP16;
   p->smooth_k = -1;
   p->smooth_v = -1;
 }

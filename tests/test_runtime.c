@@ -389,6 +389,71 @@ static void test_validation(void **state) {
 #undef CASE
 }
 
+/* Varlen: the same validation, plus the prefix sums (host copies are
+ * checked on the host, without a device). */
+static void test_varlen_validation(void **state) {
+  fixture *f = *state;
+  static const int32_t good[] = {0, 3, 10}, notzero[] = {1, 3, 10},
+                       notmono[] = {0, 7, 5}, notlast[] = {0, 3, 9},
+                       toolong[] = {0, 1, 10};
+  sj_varlen_params p;
+  sj_varlen_params_init(&p);
+  p.batch = 2;
+  p.heads_q = 4;
+  p.heads_kv = 2;
+  p.head_dim = 64;
+  p.total_q = p.total_kv = 10;
+  p.max_seqlen_q = p.max_seqlen_kv = 7;
+  p.cu_seqlens_q = p.cu_seqlens_kv = (const int32_t *)(uintptr_t)0x600000000ull;
+  p.cu_seqlens_q_host = p.cu_seqlens_kv_host = good;
+  p.q = f->p.q;
+  p.k = f->p.k;
+  p.v = f->p.v;
+  p.o = f->p.o;
+  size_t bytes = 0;
+  assert_int_equal(sj_attention_varlen(f->ctx, &p, NULL), SJ_ERR_NO_DEVICE);
+  assert_int_equal(sj_attention_varlen_workspace_size(f->ctx, &p, &bytes), SJ_OK);
+  assert_true(bytes > 0);
+  const struct {
+    const int32_t *cu;
+    const char *text;
+  } bad[] = {{notzero, "not 0"},
+             {notmono, "monotone"},
+             {notlast, "not the total"},
+             {toolong, "above the max"}};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    sj_varlen_params b = p;
+    b.cu_seqlens_kv_host = bad[i].cu;
+    assert_int_equal(sj_attention_varlen(f->ctx, &b, NULL),
+                     SJ_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(sj_context_last_error(f->ctx), bad[i].text));
+    assert_non_null(strstr(sj_context_last_error(f->ctx), "cu_seqlens_kv"));
+  }
+  sj_varlen_params b = p;
+  b.cu_seqlens_q = NULL;
+  assert_int_equal(sj_attention_varlen(f->ctx, &b, NULL), SJ_ERR_INVALID_ARGUMENT);
+  b = p;
+  b.total_q = -1;
+  assert_int_equal(sj_attention_varlen(f->ctx, &b, NULL), SJ_ERR_INVALID_ARGUMENT);
+  b = p;
+  b.heads_kv = 3;
+  assert_int_equal(sj_attention_varlen(f->ctx, &b, NULL), SJ_ERR_INVALID_ARGUMENT);
+  b = p;
+  b.q_stride_token = 100; /* not a multiple of 8 */
+  assert_int_equal(sj_attention_varlen(f->ctx, &b, NULL), SJ_ERR_INVALID_ARGUMENT);
+  b = p;
+  b.o = (void *)((uintptr_t)p.q + 64); /* o inside q */
+  assert_int_equal(sj_attention_varlen(f->ctx, &b, NULL), SJ_ERR_INVALID_ARGUMENT);
+  /* without host copies a compile-only context cannot read them... */
+  b = p;
+  b.cu_seqlens_q_host = b.cu_seqlens_kv_host = NULL;
+  assert_int_equal(sj_attention_varlen(f->ctx, &b, NULL), SJ_ERR_NO_DEVICE);
+  /* ...unless told to trust them */
+  b.trust_cu_seqlens = 1;
+  assert_int_equal(sj_attention_varlen(f->ctx, &b, NULL), SJ_ERR_NO_DEVICE);
+  assert_non_null(strstr(sj_context_last_error(f->ctx), "compile-only"));
+}
+
 /* The workspace a call needs grows with the problem and fits its parts. */
 static void test_workspace_size(void **state) {
   fixture *f = *state;
@@ -511,6 +576,8 @@ int main(void) {
       cmocka_unit_test(test_context_without_gpu),
       cmocka_unit_test_setup_teardown(test_validation, setup_params, teardown_params),
       cmocka_unit_test_setup_teardown(test_workspace_size, setup_params,
+                                      teardown_params),
+      cmocka_unit_test_setup_teardown(test_varlen_validation, setup_params,
                                       teardown_params),
       cmocka_unit_test(test_status_strings),
       cmocka_unit_test(test_never_prints),
