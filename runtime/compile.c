@@ -14,38 +14,51 @@
 
 #define MAX_OPTS 16
 
-sj_status sj_spec_key(const sj_spec *s, const sj_target *t, sj_key *out,
-                      char *msg, size_t msg_size) {
+/* What keying and compiling a spec both need: the sources, NVRTC, the name
+ * expression and the options (optp points into opts). */
+typedef struct prepared {
   const sj_sources *src;
   const sj_nvrtc_api *nv;
-  const char *why = NULL;
-  if (sj_sources_get(&src, &why) != SJ_OK) {
-    snprintf(msg, msg_size, "kernel templates unavailable: %s", why);
-    return SJ_ERR_INTERNAL;
-  }
-  if (sj_nvrtc_load(&nv, &why) != SJ_OK) {
-    snprintf(msg, msg_size, "%s", why);
-    return SJ_ERR_NO_NVRTC;
-  }
   char name[256];
   char opts[MAX_OPTS][64];
   const char *optp[MAX_OPTS];
-  if (sj_spec_name(s, name, sizeof name) != 0) {
+  int n_opts;
+} prepared;
+
+static sj_status prepare(const sj_spec *s, const sj_target *t, prepared *pr,
+                         char *msg, size_t msg_size) {
+  const char *why = NULL;
+  if (sj_sources_get(&pr->src, &why) != SJ_OK) {
+    snprintf(msg, msg_size, "kernel templates unavailable: %s", why);
+    return SJ_ERR_INTERNAL;
+  }
+  if (sj_nvrtc_load(&pr->nv, &why) != SJ_OK) {
+    snprintf(msg, msg_size, "%s", why);
+    return SJ_ERR_NO_NVRTC;
+  }
+  if (sj_spec_name(s, pr->name, sizeof pr->name) != 0) {
     snprintf(msg, msg_size, "kernel name too long");
     return SJ_ERR_INTERNAL;
   }
-  int n = sj_spec_options(s, t, opts, MAX_OPTS);
-  for (int i = 0; i < n; i++)
-    optp[i] = opts[i];
+  pr->n_opts = sj_spec_options(s, t, pr->opts, MAX_OPTS);
+  for (int i = 0; i < pr->n_opts; i++)
+    pr->optp[i] = pr->opts[i];
+  return SJ_OK;
+}
+
+sj_status sj_spec_key(const sj_spec *s, const sj_target *t, sj_key *out,
+                      char *msg, size_t msg_size) {
+  prepared pr;
+  SJ_FORWARD(prepare(s, t, &pr, msg, msg_size));
   sj_key_input in;
   memset(&in, 0, sizeof in);
   in.library_version = SAGEJIT_VERSION_STRING;
-  memcpy(in.template_hash, src->hash, 16);
-  in.name_expr = name;
-  in.nvrtc_major = nv->major;
-  in.nvrtc_minor = nv->minor;
-  in.options = optp;
-  in.n_options = (size_t)n;
+  memcpy(in.template_hash, pr.src->hash, 16);
+  in.name_expr = pr.name;
+  in.nvrtc_major = pr.nv->major;
+  in.nvrtc_minor = pr.nv->minor;
+  in.options = pr.optp;
+  in.n_options = (size_t)pr.n_opts;
   in.target = t->name;
   if (sj_key_make(&in, out) != 0) {
     snprintf(msg, msg_size, "out of memory building a cache key");
@@ -78,25 +91,11 @@ static char *program_log(const sj_nvrtc_api *nv, nvrtcProgram_ prog) {
 sj_status sj_compile(const sj_spec *s, const sj_target *t, sj_compiled *out,
                      char *msg, size_t msg_size) {
   memset(out, 0, sizeof *out);
-  const sj_sources *src;
-  const sj_nvrtc_api *nv;
-  const char *why = NULL;
-  if (sj_sources_get(&src, &why) != SJ_OK) {
-    snprintf(msg, msg_size, "kernel templates unavailable: %s", why);
-    return SJ_ERR_INTERNAL;
-  }
-  if (sj_nvrtc_load(&nv, &why) != SJ_OK) {
-    snprintf(msg, msg_size, "%s", why);
-    return SJ_ERR_NO_NVRTC;
-  }
-  char name[256];
-  char opts[MAX_OPTS][64];
-  const char *optp[MAX_OPTS];
-  if (sj_spec_name(s, name, sizeof name) != 0)
-    return SJ_ERR_INTERNAL;
-  int nopt = sj_spec_options(s, t, opts, MAX_OPTS);
-  for (int i = 0; i < nopt; i++)
-    optp[i] = opts[i];
+  prepared pr;
+  SJ_FORWARD(prepare(s, t, &pr, msg, msg_size));
+  const sj_sources *src = pr.src;
+  const sj_nvrtc_api *nv = pr.nv;
+  const char *name = pr.name;
 
   /* main source + headers */
   const char *main_src = NULL;
@@ -127,7 +126,7 @@ sj_status sj_compile(const sj_spec *s, const sj_target *t, sj_compiled *out,
   sj_status st = SJ_OK;
   r = nv->AddNameExpression(prog, name);
   if (r == 0)
-    r = nv->CompileProgram(prog, nopt, optp);
+    r = nv->CompileProgram(prog, pr.n_opts, pr.optp);
   out->log = program_log(nv, prog);
   if (r != 0) {
     /* First line of the log is usually the useful one. */
