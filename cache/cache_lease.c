@@ -5,9 +5,10 @@
  * writable cache file.  Acquire runs in one BEGIN IMMEDIATE transaction, so
  * two processes cannot both see the key free.  It takes the lease when no
  * row exists, the row has expired, or the holder is a process of this host
- * that no longer exists (kill(pid, 0) fails with ESRCH): a compiler that
- * was SIGKILLed is replaced at once instead of after its time to live.  A
- * lease this process already holds is renewed.
+ * that no longer exists (kill(pid, 0) fails with ESRCH, or the process is
+ * a zombie nobody has reaped yet): a compiler that was SIGKILLed is
+ * replaced at once instead of after its time to live.  A lease this
+ * process already holds is renewed.
  *
  * "This host" is the hostname plus the kernel's boot id and the pid
  * namespace, so that a pid is only ever interpreted in the namespace that
@@ -44,10 +45,26 @@ static void host_id(char *buf, size_t size) {
   snprintf(buf, size, "%s/%s/%s", host, boot, ns);
 }
 
+/* 1 if pid is a zombie: it exited but its parent has not reaped it yet
+ * (kill(pid, 0) still succeeds then).  A holder killed with SIGKILL stays
+ * a zombie for as long as its parent is busy, or forever under a container
+ * init that does not reap, and it will never release its lease. */
+static int pid_is_zombie(pid_t pid) {
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  read_line(path, buf, sizeof buf);
+  /* "pid (comm) S ...": comm may hold spaces and parentheses; the state
+   * follows the last ')' */
+  const char *p = strrchr(buf, ')');
+  return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
+}
+
 static int holder_gone(const char *host, int64_t pid, const char *me) {
   if (strcmp(host, me) != 0 || pid <= 0 || pid > INT32_MAX)
     return 0;
-  return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+  if (kill((pid_t)pid, 0) != 0)
+    return errno == ESRCH;
+  return pid_is_zombie((pid_t)pid);
 }
 
 /* Within the caller's transaction: 1 if the lease is free for us. */
