@@ -6,8 +6,8 @@ process.
     python3 bench/bench_attention.py --out OUTDIR [--quick]
 
 Timing: CUDA events around each call (what a PyTorch user calls: for
-sagejit that is ``sagejit.sageattn``, quantization included), after
-warm-up; the median of the timed calls.  Host time: the median wall time of
+sagejit that is ``sagejit.sageattn``, quantization included), the calls
+queued back to back after a warm-up; the median of the timed calls.  Host time: the median wall time of
 the Python call itself (before synchronizing), i.e. the per-call CPU
 overhead.  TOPS = 4*B*H*N*N*D / time, halved when causal.
 
@@ -74,22 +74,27 @@ def iterations(n: int, quick: bool) -> Tuple[int, int]:
 
 def time_fn(fn: Callable[[], Any], warmup: int, iters: int
             ) -> Tuple[float, float]:
-    """(median ms on the GPU, median host µs per call)."""
+    """(median ms on the GPU, median host µs per call).
+
+    The calls are queued back to back, as in a model, each between its own
+    pair of CUDA events, with one synchronization at the end: when the host
+    keeps ahead of the GPU a call's time is its GPU time; when it does not,
+    the idle gap shows up in the time (it is what a user would get).
+    """
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
-    gpu, host = [], []
-    for _ in range(iters):
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    host = []
+    for i in range(iters):
+        starts[i].record()
         t0 = time.perf_counter()
         fn()
-        t1 = time.perf_counter()
-        end.record()
-        end.synchronize()
-        gpu.append(start.elapsed_time(end))
-        host.append((t1 - t0) * 1e6)
+        host.append((time.perf_counter() - t0) * 1e6)
+        ends[i].record()
+    torch.cuda.synchronize()
+    gpu = [s.elapsed_time(e) for s, e in zip(starts, ends)]
     return statistics.median(gpu), statistics.median(host)
 
 
@@ -360,7 +365,7 @@ def main() -> int:
                               name, d, int(c), n, row["ms"], row["tops"],
                               row["host_us"], row["rel_l2"], row["cosine"],
                               row["error"]), flush=True)
-                del q, k, v, ref
+                q = k = v = ref = None  # free before the next shape
                 torch.cuda.empty_cache()
     fields = ["method", "dtype", "B", "H", "N", "D", "causal", "ms", "tops",
               "host_us", "rel_l2", "cosine", "error"]

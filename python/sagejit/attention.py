@@ -156,17 +156,24 @@ def _dtype_code(dtype: Any) -> int:
 
 
 def _check_tensors(fn: str, named: Sequence[Tuple[str, Any]],
-                   ndim: int, layout_text: str) -> None:
-    """Types, ranks, dtypes, devices and contiguous last dims."""
+                   ndim: int, layout: Optional[str]) -> None:
+    """Types, ranks, dtypes, devices and contiguous last dims.  (Strings
+    are only formatted on the error paths: TorchDynamo traces the rest.)"""
     for name, t in named:
         if not isinstance(t, torch.Tensor):
             raise TypeError("%s(): %s must be a torch.Tensor (got %s)"
                             % (fn, name, type(t).__name__))
     for name, t in named:
         if t.dim() != ndim:
+            if layout is None:
+                text = "[total, heads, head_dim]"
+            elif layout == "HND":
+                text = "[batch, heads, seq, head_dim] (tensor_layout='HND')"
+            else:
+                text = "[batch, seq, heads, head_dim] (tensor_layout='NHD')"
             raise invalid_argument(
                 "%s must be %d-D %s (got shape %s)"
-                % (name, ndim, layout_text, tuple(t.shape)), fn + "()")
+                % (name, ndim, text, tuple(t.shape)), fn + "()")
     q = named[0][1]
     if q.dtype not in (torch.float16, torch.bfloat16):
         raise invalid_argument(
@@ -588,8 +595,9 @@ if torch is not None:
         _OP_DEFS.extend((op, vop))  # keep the definitions alive
 
     _register_ops()
-    _DIRECT_ATTENTION = _direct(_attention_impl)
-    _DIRECT_VARLEN = _direct(_varlen_impl)
+    if _ATTENTION_OP is None:  # (torch.compiler.disable imports dynamo)
+        _DIRECT_ATTENTION = _direct(_attention_impl)
+        _DIRECT_VARLEN = _direct(_varlen_impl)
 
 
 def uses_custom_op() -> bool:
@@ -656,10 +664,7 @@ def sageattn(q: Any, k: Any, v: Any, tensor_layout: str = "HND",
     causal = bool(is_causal)
     want_lse = bool(return_lse)
     _need_torch(fn)
-    text = ("[batch, heads, seq, head_dim]" if layout == S.SJ_LAYOUT_HND
-            else "[batch, seq, heads, head_dim]")
-    _check_tensors(fn, (("q", q), ("k", k), ("v", v)), 4,
-                   "(%s, tensor_layout=%r)" % (text, tensor_layout))
+    _check_tensors(fn, (("q", q), ("k", k), ("v", v)), 4, tensor_layout)
     if k.shape != v.shape:
         raise invalid_argument(
             "k and v must have the same shape (k %s, v %s)"
@@ -736,8 +741,7 @@ def sageattn_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any,
     causal = bool(is_causal)
     want_lse = bool(return_lse)
     _need_torch(fn)
-    _check_tensors(fn, (("q", q), ("k", k), ("v", v)), 3,
-                   "[total, heads, head_dim]")
+    _check_tensors(fn, (("q", q), ("k", k), ("v", v)), 3, None)
     if k.shape != v.shape:
         raise invalid_argument(
             "k and v must have the same shape (k %s, v %s)"

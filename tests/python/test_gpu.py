@@ -1,6 +1,7 @@
 """GPU tests: accuracy against an fp32 reference, views, streams, devices,
 CUDA graphs, torch.compile, varlen.  Every test skips without CUDA."""
 
+import itertools
 import math
 import threading
 from typing import Tuple
@@ -364,7 +365,7 @@ def _packed(lens_q, lens_k, hq=8, hk=2, d=128, dtype=torch.float16):
     v = make((sum(lens_k), hk, d), dtype, seed=52)
 
     def cu(lens):
-        return torch.tensor([0] + list(torch.tensor(lens).cumsum(0)),
+        return torch.tensor([0] + list(itertools.accumulate(lens)),
                             dtype=torch.int32, device="cuda")
 
     return q, k, v, cu(lens_q), cu(lens_k)
