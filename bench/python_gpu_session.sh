@@ -88,12 +88,16 @@ r = sagejit.warm(head_dims=[32, 64, 96, 128, 256], causal=[False, True],
 print("warm:", r)'
       ;;
     pytest)
+      # GPU tests first: if the step runs out of time, the CPU-side tests
+      # (also run by CI) are the ones cut.  --maxfail instead of -x: one
+      # batched session should report every failure, not the first.
+      files="tests/python/test_gpu.py tests/python/test_api.py tests/python/test_loader.py tests/python/test_structs.py"
       if "$PY" -c "import pytest" 2>/dev/null; then
         run pytest 160 pytest.log "$PY" -m pytest -q -rfEs --maxfail=20 \
-          -p no:cacheprovider tests/python
+          -p no:cacheprovider $files
       else
         echo "(pytest is not installed: tests/python/minipytest.py runs the suite)"
-        run pytest 160 pytest.log "$PY" tests/python/minipytest.py tests/python
+        run pytest 160 pytest.log "$PY" tests/python/minipytest.py $files
       fi
       ;;
     compile)
