@@ -9,7 +9,10 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 
 need=""
-for pkg in cmake make gcc pkg-config libsqlite3-dev libxxhash-dev libcmocka-dev; do
+# Build: cmake, gcc, SQLite, xxHash; tests: cmocka, and pytest + a CPU
+# torch for the Python package's argument and loader tests.
+for pkg in cmake make gcc pkg-config libsqlite3-dev libxxhash-dev libcmocka-dev \
+    python3-pytest python3-torch; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" ||
     need="$need $pkg"
 done
