@@ -138,7 +138,9 @@ static pid_t spawn(char *const argv[], const char *out_path,
     close(gate[0]);
   }
   char err_path[1400];
-  snprintf(err_path, sizeof err_path, "%s.err", out_path);
+  if (snprintf(err_path, sizeof err_path, "%s.err", out_path) >=
+      (int)sizeof err_path)
+    _exit(126);
   int out = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
   int err = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
   int nul = open("/dev/null", O_RDONLY);
@@ -176,8 +178,11 @@ static int wait_child(pid_t pid, int timeout_s) {
 /* Prints a child's output files (on failure). */
 static void dump_output(const char *out_path) {
   char err_path[1400];
-  snprintf(err_path, sizeof err_path, "%s.err", out_path);
-  char *o = tu_read_file(out_path, NULL), *e = tu_read_file(err_path, NULL);
+  if (snprintf(err_path, sizeof err_path, "%s.err", out_path) >=
+      (int)sizeof err_path)
+    err_path[0] = 0;
+  char *o = tu_read_file(out_path, NULL),
+       *e = err_path[0] ? tu_read_file(err_path, NULL) : NULL;
   print_message("--- %s\nstdout: %s\nstderr: %s\n", out_path, o ? o : "",
                 e ? e : "");
   free(o);
