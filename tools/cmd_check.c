@@ -51,7 +51,9 @@ static const cli_command k_cmd = {
     "SKIP, not FAIL.\n"
     "JSON: {\"cases\", \"passed\", \"failed\", \"skipped\", \"device\", "
     "\"target\",\n"
-    "  \"auto_family\", \"results\": [{shape, options, \"status\": "
+    "  \"auto_family\", \"stats\": {\"compiles\", \"disk_hits\", "
+    "\"misses\", ...},\n"
+    "  \"results\": [{shape, options, \"status\": "
     "PASS|FAIL|SKIP,\n  \"rel_l2\", \"cosine\", ...}]}\n"
     "Exits 1 if any case fails, 2 without a GPU.\n",
     k_opts, 0};
@@ -382,6 +384,18 @@ int cmd_check(int argc, char **argv) {
     cj_str(&j, "device", dev.name);
     cj_str(&j, "target", sj_context_target(ctx));
     cj_str(&j, "auto_family", cli_family_name(ctx_family));
+    /* the library's counters over the whole run: a process that found
+     * every kernel in the cache has "compiles": 0 */
+    sj_stats stats;
+    memset(&stats, 0, sizeof stats);
+    sj_context_get_stats(ctx, &stats);
+    cj_obj_begin(&j, "stats");
+    cj_int(&j, "compiles", (int64_t)stats.compiles);
+    cj_int(&j, "disk_hits", (int64_t)stats.disk_hits);
+    cj_int(&j, "misses", (int64_t)stats.misses);
+    cj_int(&j, "mem_hits", (int64_t)stats.mem_hits);
+    cj_int(&j, "driver_rejects", (int64_t)stats.driver_rejects);
+    cj_obj_end(&j);
     cj_arr_begin(&j, "results");
     for (int64_t i = 0; i < n; i++)
       json_case(&j, &cases[i]);
