@@ -847,17 +847,29 @@ static void test_driver_rejects_bad_ptx(void **state) {
   reject_case(SUB_BAD_PTX);
 }
 
-int main(void) {
+/* test_gpu_faults [WORD]: only the tests whose name contains WORD (so that
+ * bench/sanitize_gpu.sh can run the numerical ones under compute-sanitizer
+ * without the deliberately rejected images). */
+int main(int argc, char **argv) {
   signal(SIGALRM, on_alarm);
   const char *d = getenv("SAGEJIT_CACHE_DIR");
   snprintf(g_cache_dir, sizeof g_cache_dir, "%s",
            d && *d ? d : "/tmp/sjtest-gpu-faults");
-  const struct CMUnitTest tests[] = {
+  const struct CMUnitTest all[] = {
       cmocka_unit_test(test_substitutes_pass_cache_checks),
       cmocka_unit_test(test_nonfinite_confined),
       cmocka_unit_test(test_padding_never_read),
       cmocka_unit_test(test_driver_rejects_other_kernel),
       cmocka_unit_test(test_driver_rejects_bad_ptx),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  struct CMUnitTest tests[sizeof all / sizeof *all];
+  size_t n = 0;
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+    if (argc < 2 || strstr(all[i].name, argv[1]))
+      tests[n++] = all[i];
+  if (n == 0) {
+    fprintf(stderr, "test_gpu_faults: no test matches '%s'\n", argv[1]);
+    return 2;
+  }
+  return _cmocka_run_group_tests("test_gpu_faults", tests, n, NULL, NULL);
 }
