@@ -22,7 +22,9 @@
  *  - A lease holder that exited but was not yet reaped (a zombie) is dead:
  *    its lease is taken over at once.
  *
- * SJ_TEST_SEED=<n> replays the random delays of the kill test.
+ * SJ_TEST_SEED=<n> replays the random delays of the kill test;
+ * SJ_TEST_KEEP=1 keeps the directories; an argument runs only the tests
+ * whose name contains it (test_reliability sigkill).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -699,13 +701,24 @@ static int group_teardown(void **state) {
   return 0;
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
+/* test_reliability [WORD]: only the tests whose name contains WORD. */
+int main(int argc, char **argv) {
+  const struct CMUnitTest all[] = {
       cmocka_unit_test(test_lease_zombie_holder),
       cmocka_unit_test(test_threads_single_flight),
       cmocka_unit_test(test_leases_same_kernels),
       cmocka_unit_test(test_concurrent_overlapping_warm),
       cmocka_unit_test(test_sigkill_warm_loop),
   };
-  return cmocka_run_group_tests(tests, group_setup, group_teardown);
+  struct CMUnitTest tests[sizeof all / sizeof *all];
+  size_t n = 0;
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+    if (argc < 2 || strstr(all[i].name, argv[1]))
+      tests[n++] = all[i];
+  if (n == 0) {
+    fprintf(stderr, "test_reliability: no test matches '%s'\n", argv[1]);
+    return 2;
+  }
+  return _cmocka_run_group_tests("test_reliability", tests, n, group_setup,
+                                 group_teardown);
 }
