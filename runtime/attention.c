@@ -353,16 +353,19 @@ static sj_status validate_varlen(sj_context *ctx, const sj_varlen_params *p,
   options o = {p->family, p->qk_quant, p->pv_accum, p->smooth_k, p->smooth_v};
   SJ_FORWARD(check_common(ctx, p->dtype, p->causal, p->causal_align, &o,
                           p->sm_scale, p->lse));
-  const size_rule sizes[] = {
-      {"batch", p->batch, 1, 65535},
-      {"heads_q", p->heads_q, 1, 65535},
-      {"heads_kv", p->heads_kv, 1, 65535},
-      {"head_dim", p->head_dim, 1, 1 << 16},
-      {"total_q", p->total_q, 0, INT32_MAX / 2 - 128 * p->batch},
-      {"total_kv", p->total_kv, 0, INT32_MAX / 2 - 128 * p->batch},
-      {"max_seqlen_q", p->max_seqlen_q, 0, INT32_MAX / 2},
-      {"max_seqlen_kv", p->max_seqlen_kv, 0, INT32_MAX / 2}};
+  const size_rule sizes[] = {{"batch", p->batch, 1, 65535},
+                             {"heads_q", p->heads_q, 1, 65535},
+                             {"heads_kv", p->heads_kv, 1, 65535},
+                             {"head_dim", p->head_dim, 1, 1 << 16},
+                             {"max_seqlen_q", p->max_seqlen_q, 0, INT32_MAX / 2},
+                             {"max_seqlen_kv", p->max_seqlen_kv, 0,
+                              INT32_MAX / 2}};
   SJ_FORWARD(check_sizes(ctx, sizes, sizeof sizes / sizeof *sizes));
+  /* Padded rows (128 per sequence) must still fit the kernels' int. */
+  const int64_t tmax = INT32_MAX / 2 - 128 * p->batch; /* batch <= 65535 */
+  const size_rule totals[] = {{"total_q", p->total_q, 0, tmax},
+                              {"total_kv", p->total_kv, 0, tmax}};
+  SJ_FORWARD(check_sizes(ctx, totals, sizeof totals / sizeof *totals));
   if (p->heads_q % p->heads_kv)
     return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT,
                    "heads_q (%lld) must be a multiple of heads_kv (%lld)",
@@ -451,13 +454,35 @@ typedef struct layout {
       partial, total;
 } layout;
 
-static size_t take(size_t *off, size_t bytes) {
-  size_t at = *off;
-  *off += (bytes + WS_ALIGN - 1) / WS_ALIGN * WS_ALIGN;
+/* Size arithmetic of the layout, with overflow recorded rather than
+ * wrapped: a call whose workspace does not fit in 64 bits is refused. */
+typedef struct sizer {
+  size_t off;
+  int overflow;
+} sizer;
+
+static size_t mulz(sizer *z, size_t a, size_t b) {
+  size_t r;
+  if (__builtin_mul_overflow(a, b, &r)) {
+    z->overflow = 1;
+    return 0;
+  }
+  return r;
+}
+
+static size_t take(sizer *z, size_t bytes) {
+  size_t at = z->off, padded;
+  if (__builtin_add_overflow(bytes, (size_t)WS_ALIGN - 1, &padded) ||
+      __builtin_add_overflow(z->off, padded / WS_ALIGN * WS_ALIGN, &z->off))
+    z->overflow = 1;
   return at;
 }
 
-static void make_layout(const sj_context *ctx, const call *c, layout *l) {
+static size_t mul4(sizer *z, size_t a, size_t b, size_t c, size_t d) {
+  return mulz(z, mulz(z, a, b), mulz(z, c, d));
+}
+
+static sj_status make_layout(sj_context *ctx, const call *c, layout *l) {
   const sj_plan *pl = &c->plan;
   const size_t B = (size_t)c->batch, HQ = (size_t)c->heads_q,
                HK = (size_t)c->heads_kv, D = (size_t)c->head_dim;
@@ -486,10 +511,14 @@ static void make_layout(const sj_context *ctx, const call *c, layout *l) {
   } else {
     g->seq_q_pad = g->n_qblk * BLK_Q;
     g->seq_kv_pad = g->n_kblk * BLK_K;
-    q_rows = B * HQ * (size_t)g->seq_q_pad;
-    kv_rows = B * HK * (size_t)g->seq_kv_pad;
+    sizer z0 = {0, 0};
+    q_rows = mulz(&z0, B * HQ, (size_t)g->seq_q_pad);
+    kv_rows = mulz(&z0, B * HK, (size_t)g->seq_kv_pad);
     v_cols = kv_rows;
-    stat_rows = B * HQ * (size_t)c->seq_q;
+    stat_rows = mulz(&z0, B * HQ, (size_t)c->seq_q);
+    if (z0.overflow)
+      return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT,
+                     "the workspace this call needs does not fit in 64 bits");
   }
   /* Enough chunks for about two CTAs per multiprocessor. */
   const int sms = ctx->sm_count > 0 ? ctx->sm_count : 1;
@@ -510,18 +539,22 @@ static void make_layout(const sj_context *ctx, const call *c, layout *l) {
                                ? (size_t)(BLK_Q / pl->warp_q)
                                : (size_t)(BLK_Q / pl->warp_q * 8));
   const size_t ks = pl->quant == SJ_QUANT_PER_THREAD ? 4 : 1;
-  size_t off = 0;
-  l->q8 = take(&off, q_rows * D);
-  l->k8 = take(&off, kv_rows * D);
-  l->v8 = pl->family == SJ_FAMILY_FP8PV ? take(&off, v_cols * D) : 0;
-  l->q_scale = take(&off, B * HQ * (size_t)g->n_qblk * qs * 4);
-  l->k_scale = take(&off, B * HK * (size_t)g->n_kblk * ks * 4);
-  l->v_scale = take(&off, B * HK * D * 4);
-  l->v_mean = take(&off, B * HK * D * 4);
-  l->k_mean = take(&off, B * HK * D * 4);
-  l->qk_mean = take(&off, stat_rows * 4);
-  l->partial = take(&off, B * HK * (size_t)l->nchunk * 4 * D * 4);
-  l->total = off;
+  sizer z = {0, 0};
+  l->q8 = take(&z, mulz(&z, q_rows, D));
+  l->k8 = take(&z, mulz(&z, kv_rows, D));
+  l->v8 = pl->family == SJ_FAMILY_FP8PV ? take(&z, mulz(&z, v_cols, D)) : 0;
+  l->q_scale = take(&z, mul4(&z, B * HQ, (size_t)g->n_qblk, qs, 4));
+  l->k_scale = take(&z, mul4(&z, B * HK, (size_t)g->n_kblk, ks, 4));
+  l->v_scale = take(&z, mul4(&z, B, HK, D, 4));
+  l->v_mean = take(&z, mul4(&z, B, HK, D, 4));
+  l->k_mean = take(&z, mul4(&z, B, HK, D, 4));
+  l->qk_mean = take(&z, mulz(&z, stat_rows, 4));
+  l->partial = take(&z, mul4(&z, B * HK, (size_t)l->nchunk, 4 * D, 4));
+  l->total = z.off;
+  if (z.overflow)
+    return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT,
+                   "the workspace this call needs does not fit in 64 bits");
+  return SJ_OK;
 }
 
 sj_status sj_attention_workspace_size(sj_context *ctx,
@@ -532,7 +565,7 @@ sj_status sj_attention_workspace_size(sj_context *ctx,
   call c;
   SJ_FORWARD(validate(ctx, p, &c, 0));
   layout l;
-  make_layout(ctx, &c, &l);
+  SJ_FORWARD(make_layout(ctx, &c, &l));
   *bytes = l.total;
   return SJ_OK;
 }
@@ -545,7 +578,7 @@ sj_status sj_attention_varlen_workspace_size(sj_context *ctx,
   call c;
   SJ_FORWARD(validate_varlen(ctx, p, &c, (CUstream)-1));
   layout l;
-  make_layout(ctx, &c, &l);
+  SJ_FORWARD(make_layout(ctx, &c, &l));
   *bytes = l.total;
   return SJ_OK;
 }
@@ -554,6 +587,10 @@ sj_status sj_attention_varlen_workspace_size(sj_context *ctx,
 
 static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
                           int parts) {
+  /* The layout is part of validation (a call whose workspace overflows is
+   * refused the same way sj_attention_workspace_size refuses it). */
+  layout l;
+  SJ_FORWARD(make_layout(ctx, c, &l));
   if (!ctx->can_load)
     return sj_fail(ctx, SJ_ERR_NO_DEVICE,
                    "this context has no device (compile-only)");
@@ -564,8 +601,6 @@ static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
   if (c->varlen && (c->total_q == 0))
     return SJ_OK; /* no query row: nothing to write */
 
-  layout l;
-  make_layout(ctx, c, &l);
   CUdeviceptr ws = 0;
   int own_ws = 0;
   if (c->workspace) {

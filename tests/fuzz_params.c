@@ -51,20 +51,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #pragma weak sj_attention_varlen_workspace_size
 #pragma weak sj_varlen_params_init
 
-/* Known library bugs (reported, each with a reproducer under
- * tests/fuzz-corpus/params/known-*) are stepped around so that the bounded
- * CI run stays meaningful for everything else; SJ_FUZZ_STRICT=1 turns the
- * workarounds off, to check a fix:
- *  1. validate_varlen (runtime/attention.c) computes INT32_MAX / 2 -
- *     128 * batch before it has checked batch: signed overflow (UB) when
- *     |batch| is near INT64_MAX / 128.  Workaround: varlen batches are
- *     clamped to +-INT64_MAX / 256, which are still far out of range.
- *  2. make_layout (runtime/attention.c) sizes the workspace in size_t
- *     without overflow checks: inputs whose batch and head strides are 0
- *     (allowed: inputs may alias) pass view validation at sizes whose INT8
- *     copies need more than 2^64 bytes, and the size wraps.  Workaround:
- *     the workspace floor check reports it once instead of failing. */
-static int g_strict;
+/* Two library bugs this target found are fixed; their reproducers stay in
+ * tests/fuzz-corpus/params/known-* as regression seeds:
+ *  1. validate_varlen computed INT32_MAX / 2 - 128 * batch before checking
+ *     batch (signed overflow for huge batches).
+ *  2. make_layout sized the workspace in size_t without overflow checks,
+ *     so inputs with zero batch/head strides at huge sizes wrapped.
+ */
 
 #define N_CTX 3
 static sj_context *g_ctx[N_CTX];
@@ -79,8 +72,6 @@ static void destroy_contexts(void) {
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;
   (void)argv;
-  const char *strict = getenv("SJ_FUZZ_STRICT");
-  g_strict = strict && *strict == '1';
   for (int i = 0; i < N_CTX; i++) {
     sj_config cfg;
     sj_config_init(&cfg);
@@ -280,13 +271,7 @@ static void check_ws_floor(size_t bytes, int64_t rows_q, int64_t heads_q,
              "workspace %zu bytes is below the INT8 Q and K alone "
              "(%.4g bytes): size arithmetic wrapped",
              bytes, (double)floor);
-    if (g_strict)
-      die(what, SJ_OK, msg);
-    static int reported; /* known bug 2 */
-    if (!reported++)
-      fprintf(stderr, "fuzz_params: KNOWN BUG (not failing the run; "
-                      "SJ_FUZZ_STRICT=1 makes it fail): %s: %s\n",
-              what, msg);
+    die(what, SJ_OK, msg);
   }
 }
 
@@ -573,16 +558,6 @@ static void mutate_varlen(rd *r, varlen_in *v) {
   }
 }
 
-/* Known bug 1 (see the top of the file). */
-static void known_bug_workarounds(sj_varlen_params *p) {
-  if (g_strict)
-    return;
-  if (p->batch > INT64_MAX / 256)
-    p->batch = INT64_MAX / 256;
-  if (p->batch < -(INT64_MAX / 256))
-    p->batch = -(INT64_MAX / 256);
-}
-
 static void run_varlen(sj_context *ctx, rd *r) {
   if (!sj_attention_varlen || !sj_attention_varlen_workspace_size ||
       !sj_varlen_params_init)
@@ -593,7 +568,6 @@ static void run_varlen(sj_context *ctx, rd *r) {
   const int n_mut = u8(r) % 12;
   for (int i = 0; i < n_mut && r->n; i++)
     mutate_varlen(r, &v);
-  known_bug_workarounds(&v.p);
   /* The host arrays given hold exactly what the API may read. */
   const int64_t n_cu = cu_entries(v.p.batch);
   const int q_host = v.p.cu_seqlens_q_host == v.hq,
