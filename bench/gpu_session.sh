@@ -1,7 +1,7 @@
 #!/bin/bash
 # bench/gpu_session.sh BUILD STEP... -- one device session: GPU tests, the CLI
 # self-check, benchmarks and baselines, each step logged under $OUT.
-# Steps: info test check bench bench16 sdpa firstcall sanitize
+# Steps: info test varlen faults check bench tune3 sdpa firstcall sanitize ...
 set -u
 build=${1:?build dir}; shift
 export LD_LIBRARY_PATH=$PWD/$build/gpu-libs:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -18,6 +18,21 @@ for step in "$@"; do
     test)
       timeout 480 $PWD/$build/tests/test_gpu > "$OUT/test_gpu.log" 2>&1
       echo "test_gpu rc=$?"; grep -E "FAIL|PASSED|FAILED|cases|first call|child" "$OUT/test_gpu.log" | head -40 ;;
+    varlen)
+      timeout 240 $PWD/$build/tests/test_gpu_varlen > "$OUT/test_gpu_varlen.log" 2>&1
+      echo "test_gpu_varlen rc=$?"; grep -cE "^ok" "$OUT/test_gpu_varlen.log"; grep -E "FAIL|PASSED|FAILED" "$OUT/test_gpu_varlen.log" | head -20 ;;
+    faults)
+      timeout 200 $PWD/$build/tests/test_gpu_faults > "$OUT/test_gpu_faults.log" 2>&1
+      echo "test_gpu_faults rc=$?"; grep -E "OK|FAIL|PASSED|FAILED|SKIP" "$OUT/test_gpu_faults.log" | head -20 ;;
+    tune3)
+      # three K/V buffers (default where it fits) vs two
+      for tv in "stages=3" "stages=2"; do
+        echo "--- $tv"
+        SAGEJIT_TUNE=$tv timeout 150 $cli bench --family fp16pv,fp8pv --head-dim 128 --seq 4096,16384 --causal 0 --iters 10 2>&1 | grep -E "^ +[0-9]"
+      done ;;
+    sanitize)
+      SAGEJIT_CACHE_PATH=$SAGEJIT_CACHE_DIR timeout 280 bash bench/sanitize_gpu.sh $build /tmp/san > "$OUT/sanitize.log" 2>&1
+      echo "sanitize rc=$?"; tail -12 "$OUT/sanitize.log" ;;
     ctest)
       (cd $build && timeout 500 ctest -L gpu --output-on-failure) > "$OUT/ctest_gpu.log" 2>&1
       echo "ctest rc=$?"; tail -5 "$OUT/ctest_gpu.log" ;;
