@@ -473,7 +473,7 @@ _OP_DEFS: list = []
 
 
 def _no_backward_apply(impl: Any, args: Tuple[Any, ...]) -> Tuple[Any, Any]:
-    """Direct call (torch < 2.4).  When autograd records the call, the output
+    """Direct call (eager mode, or torch < 2.4).  When autograd records the call, the output
     gets a node whose backward raises, as a custom op without an autograd
     formula does: the forward works, a backward fails loudly."""
     if torch.is_grad_enabled() and any(
@@ -600,6 +600,17 @@ if torch is not None:
         _DIRECT_VARLEN = _direct(_varlen_impl)
 
 
+def _tracing() -> bool:
+    """True while TorchDynamo traces (torch.compile, torch.export).  Eager
+    calls skip the custom op: its first call in a process costs seconds of
+    imports (dynamo, sympy) inside torch's dispatcher, while the library
+    call itself takes milliseconds.  torch.compiler.is_compiling() reads a
+    flag in eager mode and is a constant True under Dynamo."""
+    comp = getattr(torch, "compiler", None)
+    is_compiling = getattr(comp, "is_compiling", None)
+    return bool(is_compiling()) if is_compiling is not None else False
+
+
 def uses_custom_op() -> bool:
     """Whether calls go through ``torch.ops.sagejit.*`` (torch >= 2.4)."""
     return _ATTENTION_OP is not None
@@ -690,10 +701,12 @@ def sageattn(q: Any, k: Any, v: Any, tensor_layout: str = "HND",
         if q.device.type != "meta":
             raise _device_error(fn, q.device)
     args = (q, k, v, layout, causal, scale, want_lse) + tuple(opts)
-    if _ATTENTION_OP is not None:
+    if _ATTENTION_OP is None:
+        o, lse = _DIRECT_ATTENTION(*args)
+    elif _tracing():
         o, lse = _ATTENTION_OP(*args)
     else:
-        o, lse = _DIRECT_ATTENTION(*args)
+        o, lse = _no_backward_apply(_attention_impl, args)
     return (o, lse) if want_lse else o
 
 
@@ -773,8 +786,10 @@ def sageattn_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any,
             raise _device_error(fn, q.device)
     args = (q, k, v, cu_seqlens_q, cu_seqlens_k, max_q, max_k, causal, scale,
             want_lse) + tuple(opts) + (bool(validate),)
-    if _VARLEN_OP is not None:
+    if _VARLEN_OP is None:
+        o, lse = _DIRECT_VARLEN(*args)
+    elif _tracing():
         o, lse = _VARLEN_OP(*args)
     else:
-        o, lse = _DIRECT_VARLEN(*args)
+        o, lse = _no_backward_apply(_varlen_impl, args)
     return (o, lse) if want_lse else o
