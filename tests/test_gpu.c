@@ -46,35 +46,6 @@ static int setup_gpu(void **state) {
 
 /* ----------------------------------------------------- reference vs CPU */
 
-static float h2f(uint16_t h) {
-  const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
-  float f;
-  if (exp == 0)
-    f = ldexpf((float)man, -24);
-  else if (exp == 31)
-    f = man ? NAN : INFINITY;
-  else
-    f = ldexpf((float)(man | 0x400u), (int)exp - 25);
-  return sign ? -f : f;
-}
-
-static uint16_t f2h(float f) {
-  /* inputs here are small normals: truncating conversion is enough, the
-   * CPU reference reads back the same fp16 values */
-  if (f == 0)
-    return 0;
-  uint16_t sign = f < 0 ? 0x8000u : 0;
-  f = fabsf(f);
-  int e;
-  float m = frexpf(f, &e); /* f = m * 2^e, m in [0.5, 1) */
-  int he = e - 1 + 15;
-  if (he <= 0)
-    return sign;
-  uint32_t man = (uint32_t)((m * 2.0f - 1.0f) * 1024.0f);
-  return (uint16_t)(sign | (uint32_t)he << 10 | (man & 0x3ffu));
-}
-
 typedef struct refcase {
   int b, hq, hk, nq, nk, d, causal;
   sj_causal_align align;
@@ -90,10 +61,10 @@ static void run_ref_case(sj_context *ctx, const refcase *rc, uint64_t seed) {
   assert_non_null(q);
   assert_non_null(out);
   for (size_t i = 0; i < nq; i++)
-    q[i] = f2h((float)tu_rand_normal(&seed));
+    q[i] = tu_f32_to_f16((float)tu_rand_normal(&seed));
   for (size_t i = 0; i < nk; i++) {
-    k[i] = f2h((float)tu_rand_normal(&seed) + 1.5f);
-    v[i] = f2h((float)tu_rand_normal(&seed));
+    k[i] = tu_f32_to_f16((float)tu_rand_normal(&seed) + 1.5f);
+    v[i] = tu_f32_to_f16((float)tu_rand_normal(&seed));
   }
   assert_int_equal(cu->CtxPushCurrent(ctx->cuctx), CUDA_SUCCESS);
   CUdeviceptr dq, dk, dv, dout, dlse;
@@ -156,8 +127,8 @@ static void run_ref_case(sj_context *ctx, const refcase *rc, uint64_t seed) {
         for (int j = 0; j <= last; j++) {
           double dot = 0;
           for (int c = 0; c < D; c++)
-            dot += (double)h2f(q[IDX(q, b, h, i, rc->hq, rc->nq) + c]) *
-                   h2f(k[IDX(k, b, hk, j, rc->hk, rc->nk) + c]);
+            dot += (double)tu_f16_to_f32(q[IDX(q, b, h, i, rc->hq, rc->nq) + c]) *
+                   tu_f16_to_f32(k[IDX(k, b, hk, j, rc->hk, rc->nk) + c]);
           s[j] = dot * scale;
           if (s[j] > m)
             m = s[j];
@@ -169,7 +140,7 @@ static void run_ref_case(sj_context *ctx, const refcase *rc, uint64_t seed) {
         for (int c = 0; c < D; c++) {
           double acc = 0;
           for (int j = 0; j <= last; j++)
-            acc += exp(s[j] - m) * h2f(v[IDX(v, b, hk, j, rc->hk, rc->nk) + c]);
+            acc += exp(s[j] - m) * tu_f16_to_f32(v[IDX(v, b, hk, j, rc->hk, rc->nk) + c]);
           const double want = last >= 0 ? acc / l : 0.0;
           const double e = fabs(out[orow + c] - want);
           if (!(e <= maxerr))
@@ -396,7 +367,7 @@ static void test_user_workspace(void **state) {
   uint16_t *h = malloc(n * 2), *o1 = malloc(n * 2), *o2 = malloc(n * 2);
   uint64_t seed = 9;
   for (size_t i = 0; i < n; i++)
-    h[i] = f2h((float)tu_rand_normal(&seed));
+    h[i] = tu_f32_to_f16((float)tu_rand_normal(&seed));
   assert_int_equal(cu->CtxPushCurrent(ctx->cuctx), CUDA_SUCCESS);
   CUdeviceptr q, o, ws;
   assert_int_equal(cu->MemAlloc(&q, n * 2), CUDA_SUCCESS);

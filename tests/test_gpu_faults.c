@@ -69,45 +69,8 @@ static void sync_or_die(const sj_cuda_api *cu) {
 
 /* -------------------------------------------------------- host numbers */
 
-static uint16_t f32_to_f16(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  const uint32_t sign = (x >> 16) & 0x8000u;
-  const uint32_t exp = (x >> 23) & 0xffu, man = x & 0x7fffffu;
-  if (exp == 0xffu)
-    return (uint16_t)(sign | 0x7c00u | (man ? 0x200u : 0u));
-  const int e = (int)exp - 127 + 15;
-  if (e >= 31)
-    return (uint16_t)(sign | 0x7c00u);
-  if (e <= 0) {
-    if (e < -10)
-      return (uint16_t)sign;
-    const uint32_t m = man | 0x800000u;
-    const int shift = 14 - e;
-    uint32_t h = m >> shift;
-    const uint32_t rem = m & ((1u << shift) - 1u), mid = 1u << (shift - 1);
-    if (rem > mid || (rem == mid && (h & 1u)))
-      h++;
-    return (uint16_t)(sign | h);
-  }
-  uint32_t h = sign | ((uint32_t)e << 10) | (man >> 13);
-  const uint32_t rem = man & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u)))
-    h++;
-  return (uint16_t)h;
-}
-
-static uint16_t f32_to_bf16(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  if ((x & 0x7fffffffu) > 0x7f800000u)
-    return (uint16_t)((x >> 16) | 0x40u);
-  x += 0x7fffu + ((x >> 16) & 1u);
-  return (uint16_t)(x >> 16);
-}
-
 static uint16_t to16(sj_dtype dt, float f) {
-  return dt == SJ_DTYPE_BF16 ? f32_to_bf16(f) : f32_to_f16(f);
+  return dt == SJ_DTYPE_BF16 ? tu_f32_to_bf16(f) : tu_f32_to_f16(f);
 }
 
 static uint16_t nan16(sj_dtype dt) {

@@ -21,46 +21,6 @@
 #include "internal.h"
 #include "testutil.h"
 
-static uint16_t f2h(float f) {
-  if (f == 0)
-    return 0;
-  uint16_t sign = f < 0 ? 0x8000u : 0;
-  f = fabsf(f);
-  int e;
-  float m = frexpf(f, &e);
-  int he = e - 1 + 15;
-  if (he <= 0)
-    return sign;
-  uint32_t man = (uint32_t)((m * 2.0f - 1.0f) * 1024.0f);
-  return (uint16_t)(sign | (uint32_t)he << 10 | (man & 0x3ffu));
-}
-
-static float h2f(uint16_t h) {
-  const uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
-  float f;
-  if (exp == 0)
-    f = ldexpf((float)man, -24);
-  else if (exp == 31)
-    f = man ? NAN : INFINITY;
-  else
-    f = ldexpf((float)(man | 0x400u), (int)exp - 25);
-  return (h & 0x8000u) ? -f : f;
-}
-
-static float bf2f(uint16_t h) {
-  uint32_t x = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &x, 4);
-  return f;
-}
-
-static uint16_t f2bf(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  x += 0x7fffu + ((x >> 16) & 1u);
-  return (uint16_t)(x >> 16);
-}
-
 typedef struct vcase {
   const int *lens_q, *lens_kv;
   int n;
@@ -102,7 +62,7 @@ static result run_varlen(sj_context *ctx, const vcase *vc, uint64_t seed) {
   const int bf = vc->dt == SJ_DTYPE_BF16;
   for (size_t i = 0; i < nq; i++) {
     const float x = (float)tu_rand_normal(&seed);
-    q[i] = bf ? f2bf(x) : f2h(x);
+    q[i] = bf ? tu_f32_to_bf16(x) : tu_f32_to_f16(x);
   }
   for (int s = 0; s < B; s++) {
     /* a bias per sequence and channel */
@@ -115,8 +75,8 @@ static result run_varlen(sj_context *ctx, const vcase *vc, uint64_t seed) {
           const size_t i = ((size_t)t * HK + h) * D + c;
           const float kx = (float)tu_rand_normal(&seed) + bias[c];
           const float vx = (float)tu_rand_normal(&seed);
-          k[i] = bf ? f2bf(kx) : f2h(kx);
-          v[i] = bf ? f2bf(vx) : f2h(vx);
+          k[i] = bf ? tu_f32_to_bf16(kx) : tu_f32_to_f16(kx);
+          v[i] = bf ? tu_f32_to_bf16(vx) : tu_f32_to_f16(vx);
         }
   }
 
@@ -243,7 +203,7 @@ static result run_varlen(sj_context *ctx, const vcase *vc, uint64_t seed) {
   result r = {0};
   double num = 0, den = 0, dot = 0, on = 0;
   for (size_t i = 0; i < nq; i++) {
-    const double x = bf ? bf2f(o[i]) : h2f(o[i]), y = ref[i];
+    const double x = bf ? tu_bf16_to_f32(o[i]) : tu_f16_to_f32(o[i]), y = ref[i];
     if (!isfinite(x)) {
       r.nonfinite++;
       continue;

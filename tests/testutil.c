@@ -191,6 +191,62 @@ double tu_rand_normal(uint64_t *s) {
   return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
+uint16_t tu_f32_to_f16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t exp = (x >> 23) & 0xffu, man = x & 0x7fffffu;
+  if (exp == 0xffu)
+    return (uint16_t)(sign | 0x7c00u | (man ? 0x200u : 0u));
+  const int e = (int)exp - 127 + 15;
+  if (e >= 31)
+    return (uint16_t)(sign | 0x7c00u);
+  if (e <= 0) {
+    if (e < -10)
+      return (uint16_t)sign;
+    const uint32_t m = man | 0x800000u;
+    const int shift = 14 - e;
+    uint32_t h = m >> shift;
+    const uint32_t rem = m & ((1u << shift) - 1u), mid = 1u << (shift - 1);
+    if (rem > mid || (rem == mid && (h & 1u)))
+      h++;
+    return (uint16_t)(sign | h);
+  }
+  uint32_t h = sign | ((uint32_t)e << 10) | (man >> 13);
+  const uint32_t rem = man & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u)))
+    h++;
+  return (uint16_t)h;
+}
+
+float tu_f16_to_f32(uint16_t h) {
+  const uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+  float f;
+  if (exp == 0)
+    f = ldexpf((float)man, -24);
+  else if (exp == 31)
+    f = man ? NAN : INFINITY;
+  else
+    f = ldexpf((float)(man | 0x400u), (int)exp - 25);
+  return (h & 0x8000u) ? -f : f;
+}
+
+uint16_t tu_f32_to_bf16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u)
+    return (uint16_t)((x >> 16) | 0x40u);
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return (uint16_t)(x >> 16);
+}
+
+float tu_bf16_to_f32(uint16_t h) {
+  const uint32_t x = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &x, 4);
+  return f;
+}
+
 int tu_have_gpu(void) {
   int version = 0, count = 0;
   if (sj_driver_info(&version, &count) != SJ_OK)

@@ -26,6 +26,11 @@ void tu_last_line(const char *s, char *buf, size_t size);
 uint64_t tu_rand_u64(uint64_t *state);
 double tu_rand_uniform(uint64_t *state); /* [0, 1) */
 double tu_rand_normal(uint64_t *state);
+/* fp16 / bf16 <-> float on the host, round to nearest even. */
+uint16_t tu_f32_to_f16(float f);
+float tu_f16_to_f32(uint16_t h);
+uint16_t tu_f32_to_bf16(float f);
+float tu_bf16_to_f32(uint16_t h);
 /* 1 when a CUDA device is usable (driver loads, >= 1 device). */
 int tu_have_gpu(void);
 
