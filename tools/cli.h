@@ -93,6 +93,11 @@ typedef struct cli_command {
  * message to stderr and returns CLI_EXIT_USAGE on error; 0 on success. */
 int cli_parse(const cli_command *cmd, int argc, char **argv, void *dest);
 void cli_usage(const cli_command *cmd, FILE *f);
+/* The start of every subcommand: cli_parse into `dest`, the usage on
+ * --help, then cli_set_common.  Returns CLI_CONTINUE to go on, else the
+ * exit code to return. */
+#define CLI_CONTINUE (-1)
+int cli_start(const cli_command *cmd, int argc, char **argv, void *dest);
 /* Prints "sagejit <name>: <message>" to stderr and returns CLI_EXIT_USAGE. */
 int cli_usage_error(const cli_command *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

@@ -43,6 +43,19 @@ static cli_progress *g_bar; /* the bar on screen, if any */
 
 void cli_set_common(const cli_common *g) { g_common = *g; }
 
+int cli_start(const cli_command *cmd, int argc, char **argv, void *dest) {
+  const int rc = cli_parse(cmd, argc, argv, dest);
+  if (rc)
+    return rc;
+  const cli_common *common = dest; /* the first member of every option set */
+  if (common->help) {
+    cli_usage(cmd, stdout);
+    return CLI_EXIT_OK;
+  }
+  cli_set_common(common);
+  return CLI_CONTINUE;
+}
+
 static void clear_bar_locked(void) {
   if (g_bar && g_bar->drawn) {
     fputs("\r\033[K", stderr);

@@ -579,14 +579,9 @@ int cmd_bench(int argc, char **argv) {
   memset(&o, 0, sizeof o);
   /* unset: the defaults depend on the mode */
   o.batch = o.heads = o.heads_kv = LLONG_MIN;
-  int rc = cli_parse(&k_cmd, argc, argv, &o);
-  if (rc)
+  int rc = cli_start(&k_cmd, argc, argv, &o);
+  if (rc != CLI_CONTINUE)
     return rc;
-  if (o.common.help) {
-    cli_usage(&k_cmd, stdout);
-    return CLI_EXIT_OK;
-  }
-  cli_set_common(&o.common);
   /* The JIT cost does not depend on B and H: --first-call defaults to small
    * tensors so that the harness's own setup stays out of the figures. */
   const int small = o.first_call || o.child;

@@ -471,14 +471,9 @@ int cmd_cache(int argc, char **argv) {
   }
   cache_opts o;
   memset(&o, 0, sizeof o);
-  int rc = cli_parse(&act->cmd, argc - 1, argv + 1, &o);
-  if (rc)
+  int rc = cli_start(&act->cmd, argc - 1, argv + 1, &o);
+  if (rc != CLI_CONTINUE)
     return rc;
-  if (o.common.help) {
-    cli_usage(&act->cmd, stdout);
-    return CLI_EXIT_OK;
-  }
-  cli_set_common(&o.common);
   if (o.common.n_pos < act->cmd.max_pos)
     return cli_usage_error(&act->cmd, "missing FILE");
   if (act->run == do_prune) {

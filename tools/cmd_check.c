@@ -251,14 +251,9 @@ int cmd_check(int argc, char **argv) {
   check_opts o;
   memset(&o, 0, sizeof o);
   o.seed = 1;
-  int rc = cli_parse(&k_cmd, argc, argv, &o);
-  if (rc)
+  int rc = cli_start(&k_cmd, argc, argv, &o);
+  if (rc != CLI_CONTINUE)
     return rc;
-  if (o.common.help) {
-    cli_usage(&k_cmd, stdout);
-    return CLI_EXIT_OK;
-  }
-  cli_set_common(&o.common);
   if ((rc = cli_check_range(&k_cmd, "--seed", o.seed, 0, INT64_MAX)) ||
       (rc = cli_check_range(&k_cmd, "--device", o.device, 0, 1023)))
     return rc;

@@ -31,14 +31,9 @@ static const cli_command k_cmd = {
 int cmd_info(int argc, char **argv) {
   info_opts o;
   memset(&o, 0, sizeof o);
-  int rc = cli_parse(&k_cmd, argc, argv, &o);
-  if (rc)
+  int rc = cli_start(&k_cmd, argc, argv, &o);
+  if (rc != CLI_CONTINUE)
     return rc;
-  if (o.common.help) {
-    cli_usage(&k_cmd, stdout);
-    return CLI_EXIT_OK;
-  }
-  cli_set_common(&o.common);
 
   int nv_major = 0, nv_minor = 0;
   sj_status nv_st = sj_nvrtc_version(&nv_major, &nv_minor);

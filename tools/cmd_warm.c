@@ -137,14 +137,9 @@ static size_t default_targets(char out[][24], size_t max) {
 int cmd_warm(int argc, char **argv) {
   warm_opts o;
   memset(&o, 0, sizeof o);
-  int rc = cli_parse(&k_cmd, argc, argv, &o);
-  if (rc)
+  int rc = cli_start(&k_cmd, argc, argv, &o);
+  if (rc != CLI_CONTINUE)
     return rc;
-  if (o.common.help) {
-    cli_usage(&k_cmd, stdout);
-    return CLI_EXIT_OK;
-  }
-  cli_set_common(&o.common);
   if ((rc = cli_check_range(&k_cmd, "--jobs", o.jobs, 0, 1024)) != 0)
     return rc;
 
