@@ -274,9 +274,12 @@ void sj_clear_error(sj_context *ctx);
  * loading it on first use (single flight).  Thread-safe. */
 sj_status sj_kernel_get(sj_context *ctx, const sj_spec *s, CUfunction *fn);
 /* Compiles (or finds in the cache) spec for target without loading it.
- * *compiled is 1 if NVRTC ran.  Thread-safe; used by warm. */
+ * *compiled is 1 if NVRTC ran.  On failure the reason goes to msg (the
+ * caller's buffer), not to the context's last error, so that warm's worker
+ * threads never share a string.  Thread-safe; used by warm. */
 sj_status sj_kernel_ensure_cached(sj_context *ctx, const sj_spec *s,
-                                  const sj_target *t, int *compiled);
+                                  const sj_target *t, int *compiled, char *msg,
+                                  size_t msg_size);
 void sj_kernels_destroy(sj_context *ctx);
 
 /* Launch helper: push the context, launch, pop.  Counts launches. */

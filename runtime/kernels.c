@@ -346,19 +346,22 @@ static void inflight_remove(sj_context *ctx, const uint8_t *key) {
 }
 
 sj_status sj_kernel_ensure_cached(sj_context *ctx, const sj_spec *s,
-                                  const sj_target *t, int *compiled) {
-  char msg[1024] = "";
+                                  const sj_target *t, int *compiled, char *msg,
+                                  size_t msg_size) {
   *compiled = 0;
+  if (msg_size)
+    msg[0] = 0;
   sj_key key;
   memset(&key, 0, sizeof key);
-  sj_status st = sj_spec_key(s, t, &key, msg, sizeof msg);
+  sj_status st = sj_spec_key(s, t, &key, msg, msg_size);
   if (st != SJ_OK)
-    return sj_fail(ctx, st, "%s", msg);
+    return st;
   /* Wait while another thread of this context compiles the same key. */
   sj_inflight *mine = calloc(1, sizeof *mine);
   if (!mine) {
     sj_key_free(&key);
-    return sj_fail(ctx, SJ_ERR_OUT_OF_MEMORY, "out of memory");
+    snprintf(msg, msg_size, "out of memory");
+    return SJ_ERR_OUT_OF_MEMORY;
   }
   memcpy(mine->key, key.bytes, SJ_KEY_BYTES);
   pthread_mutex_lock(&ctx->lock);
@@ -379,14 +382,14 @@ sj_status sj_kernel_ensure_cached(sj_context *ctx, const sj_spec *s,
   }
   count(ctx, &ctx->stats.misses, NULL, 0);
   sj_compiled c;
-  st = compile_and_put(ctx, s, t, &key, &c, msg, sizeof msg);
+  st = compile_and_put(ctx, s, t, &key, &c, msg, msg_size);
   if (leased)
     sj_cache_lease_release(ctx->cache, key.bytes);
   inflight_remove(ctx, key.bytes);
   sj_key_free(&key);
   sj_compiled_free(&c);
   if (st != SJ_OK)
-    return sj_fail(ctx, st, "%s", msg);
+    return st;
   *compiled = 1;
   return SJ_OK;
 }

@@ -21,6 +21,8 @@ typedef struct warm_state {
   work *items;
   int64_t n;
   int64_t next, done, compiled, cached, failed;
+  sj_status first_status; /* of the first failure, with its message */
+  char first_error[1024];
   pthread_mutex_t lock;
 } warm_state;
 
@@ -33,25 +35,31 @@ static void *worker(void *arg) {
     if (i < 0)
       return NULL;
     int compiled = 0;
+    char msg[1024];
     sj_status st = sj_kernel_ensure_cached(ws->ctx, &ws->items[i].spec,
-                                           &ws->items[i].target, &compiled);
+                                           &ws->items[i].target, &compiled,
+                                           msg, sizeof msg);
     char name[256];
     sj_spec_name(&ws->items[i].spec, name, sizeof name);
     pthread_mutex_lock(&ws->lock);
     ws->done++;
-    if (st != SJ_OK)
-      ws->failed++;
-    else if (compiled)
+    if (st != SJ_OK) {
+      if (!ws->failed++) {
+        ws->first_status = st;
+        sj_strlcpy(ws->first_error, msg, sizeof ws->first_error);
+      }
+    } else if (compiled) {
       ws->compiled++;
-    else
+    } else {
       ws->cached++;
+    }
     if (ws->req->progress)
       ws->req->progress(ws->req->progress_user, ws->done, ws->n,
                         ws->items[i].target.name, name, st);
     pthread_mutex_unlock(&ws->lock);
     if (st != SJ_OK)
       sj_log(&ws->ctx->log, SJ_LOG_ERROR, "warm: %s for %s: %s", name,
-             ws->items[i].target.name, sj_context_last_error(ws->ctx));
+             ws->items[i].target.name, msg);
   }
 }
 
@@ -188,7 +196,9 @@ sj_status sj_warm(sj_context *ctx, const sj_warm_request *req,
   if (out)
     *out = r;
   if (r.failed)
-    return sj_fail(ctx, SJ_ERR_COMPILE, "%lld of %lld kernels failed to compile",
-                   (long long)r.failed, (long long)r.total);
+    return sj_fail(ctx, ws.first_status == SJ_ERR_NO_NVRTC ? SJ_ERR_NO_NVRTC
+                                                          : SJ_ERR_COMPILE,
+                   "%lld of %lld kernels failed to compile; the first: %s",
+                   (long long)r.failed, (long long)r.total, ws.first_error);
   return SJ_OK;
 }

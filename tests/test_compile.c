@@ -112,9 +112,11 @@ static void test_other_kernels_compile(void **state) {
       s.dtype = (sj_dtype)dt;
       s.head_dim = 128;
       int compiled = 0;
-      sj_status st = sj_kernel_ensure_cached(ctx, &s, &t, &compiled);
+      char msg[1024];
+      sj_status st = sj_kernel_ensure_cached(ctx, &s, &t, &compiled, msg,
+                                             sizeof msg);
       if (st != SJ_OK)
-        fail_msg("reference for %s: %s", t.name, sj_context_last_error(ctx));
+        fail_msg("reference for %s: %s", t.name, msg);
       assert_int_equal(compiled, 1);
     }
   }
