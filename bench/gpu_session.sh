@@ -65,6 +65,18 @@ for step in "$@"; do
       python3 bench/dump_sass.py "$SAGEJIT_CACHE_DIR/kernels.db" "attn_mma<sj::FP16PV,sj::FP16,128,false,sj::PER_THREAD,sj::ACC_FP32,32" "$OUT/attn_fp16pv" ;;
     firstcall)
       timeout 200 $cli bench --first-call --head-dim 128 --seq 4096 --causal 0 > "$OUT/firstcall.log" 2>&1; echo "firstcall rc=$?"; cat "$OUT/firstcall.log" ;;
+    wgcheck)
+      # the wgmma family over the self-check matrix, every option
+      timeout 300 $cli check --family wgmma --head-dim 64,128,256 --dtype fp16,bf16 \
+        --quant per_block,per_warp,per_thread --accum fp32,fp32+fp32 > "$OUT/wgcheck.log" 2>&1
+      echo "wgcheck rc=$?"; grep -E "FAIL|passed|failed" "$OUT/wgcheck.log" | head -30 ;;
+    wgbench)
+      # wgmma beside fp8pv, then SDPA in the same call (D=128 and 64)
+      timeout 300 $cli bench --family wgmma,fp8pv --head-dim 128,64 --causal 0,1 > "$OUT/wgbench.log" 2>&1
+      echo "wgbench rc=$?"; cut -c1-200 "$OUT/wgbench.log" | grep -v "^sagejit" ;;
+    wgsass)
+      python3 bench/dump_sass.py "$SAGEJIT_CACHE_DIR/kernels.db" "attn_wgmma<sj::FP16,128,false,sj::PER_THREAD,sj::ACC_FP32_FP32" "$OUT/attn_wgmma" | cut -c1-600
+      grep -cE "LDL|STL" "$OUT/attn_wgmma.sass" ;;
     *) echo "unknown step $step" ;;
   esac
 done

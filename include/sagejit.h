@@ -114,12 +114,17 @@ typedef enum sj_layout { SJ_LAYOUT_HND = 1, SJ_LAYOUT_NHD = 2 } sj_layout;
 
 /* Kernel families.  AUTO picks the default for the device (docs/kernels.md).
  *  FP16PV: INT8 Q.K^T + FP16 P.V, mma.sync (default on sm80/86/87/88)
- *  FP8PV:  INT8 Q.K^T + FP8 e4m3 P.V, mma.sync (default on sm89, sm90 for
- *          now, sm100, sm103, sm110, sm120, sm121; needs sm89 or newer) */
+ *  FP8PV:  INT8 Q.K^T + FP8 e4m3 P.V, mma.sync (default on sm89, sm100,
+ *          sm103, sm110, sm120, sm121; needs sm89 or newer)
+ *  WGMMA:  INT8 Q.K^T + FP8 e4m3 P.V, wgmma + TMA, warp specialized
+ *          (default on sm90; sm_90a only).  Head dims 64, 128, 256 and
+ *          fp32 / fp32+fp32 accumulation; under AUTO other combinations
+ *          fall back to FP8PV. */
 typedef enum sj_family {
   SJ_FAMILY_AUTO = 0,
   SJ_FAMILY_FP16PV = 1,
-  SJ_FAMILY_FP8PV = 2
+  SJ_FAMILY_FP8PV = 2,
+  SJ_FAMILY_WGMMA = 3
 } sj_family;
 
 /* Q/K INT8 quantization granularity (docs/kernels.md). */
@@ -167,7 +172,8 @@ typedef struct sj_config {
    * environment's SAGEJIT_ARCH, else the device's own target. */
   const char *target;
   /* Default family for calls that say SJ_FAMILY_AUTO.  SJ_FAMILY_AUTO here:
-   * the environment's SAGEJIT_FAMILY (fp16pv|fp8pv), else the target's. */
+   * the environment's SAGEJIT_FAMILY (fp16pv|fp8pv|wgmma), else the
+   * target's. */
   sj_family family;
   sj_log_fn log_fn;
   void *log_user;

@@ -80,6 +80,26 @@ typedef struct sj_attn_args {
   int pad_;
 } sj_attn_args;
 
+/* The sm_90a (wgmma) attention kernel: three TMA descriptors (CUtensorMap,
+ * 128 opaque bytes each, built by cuTensorMapEncodeTiled) in front of the
+ * common block.  Passed as one __grid_constant__ parameter so that the copy
+ * engine reads the descriptors from parameter space.
+ *   q: q8 as [rows][D] bytes; k: k8 as [rows][D]; v: v8 as [channel rows]
+ *   [pitch].  Boxes are min(D, 128) bytes by 128 rows (q), by BN rows (k),
+ *   and BN bytes by D rows (v), with the swizzle wgmma expects. */
+#ifdef __cplusplus
+#define SJ_ALIGNAS(n) alignas(n)
+#else
+#define SJ_ALIGNAS(n) _Alignas(n)
+#endif
+typedef struct sj_tmap {
+  SJ_ALIGNAS(64) unsigned long long opaque[16];
+} sj_tmap;
+typedef struct sj_wgmma_args {
+  sj_tmap tq, tk, tv;
+  sj_attn_args a;
+} sj_wgmma_args;
+
 /* FP32 reference attention; o is fp32 [b][hq][seq_q][D]. */
 typedef struct sj_ref_args {
   sj_ptr q, k, v, o, lse;

@@ -17,8 +17,6 @@
 
 namespace sj {
 
-constexpr float FP8_P_OFFSET = 8.807354922057604f; // log2(448)
-
 template <int FAM, int D> struct AttnSmem {
   static constexpr int Q_PITCH = D + 16;
   static constexpr int K_PITCH = D + 16;

@@ -27,6 +27,7 @@ enum Accum { ACC_FP32 = 1, ACC_FP32_FP32 = 2, ACC_FP16_FP32 = 3, ACC_FP32_FP16 =
 constexpr int BLK_Q = 128; // query rows per attention CTA / Q quant block
 constexpr int BLK_K = 64;  // keys per KV tile / K quant block
 
+constexpr float FP8_P_OFFSET = 8.807354922057604f; // log2(448), the e4m3 max
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.6931471805599453f;
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }

@@ -4,4 +4,5 @@
 #include "sj_common.cuh"
 #include "sj_quant.cuh"
 #include "sj_attn_mma.cuh"
+#include "sj_attn_wgmma.cuh"
 #include "sj_reference.cuh"

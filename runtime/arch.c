@@ -31,7 +31,9 @@ static const target_row *row_for(int sm) {
   return NULL;
 }
 
-static sj_family default_family(int sm) {
+static sj_family default_family(int sm, int is_ptx) {
+  if (sm == 90 && !is_ptx)
+    return SJ_FAMILY_WGMMA;
   return sm >= 89 ? SJ_FAMILY_FP8PV : SJ_FAMILY_FP16PV;
 }
 
@@ -42,7 +44,7 @@ static void fill(sj_target *t, int sm, int is_ptx) {
   t->is_ptx = is_ptx;
   /* Unknown archs get the smallest shared memory of their generation. */
   t->smem_optin = r ? r->smem_optin : 101376;
-  t->family = default_family(sm);
+  t->family = default_family(sm, is_ptx);
   if (is_ptx)
     snprintf(t->name, sizeof t->name, "compute_%d", sm);
   else if (r)
@@ -80,6 +82,8 @@ int sj_target_parse(const char *s, sj_target *out) {
   if (is_ptx)
     snprintf(out->name, sizeof out->name, "compute_%ld%s", sm,
              arch_specific ? "a" : "");
+  if (!sj_family_supported(out->family, out)) /* plain sm_90: no wgmma */
+    out->family = SJ_FAMILY_FP8PV;
   return 0;
 }
 
@@ -123,6 +127,8 @@ int sj_family_supported(sj_family fam, const sj_target *t) {
     return t->sm >= 80;
   case SJ_FAMILY_FP8PV:
     return t->sm >= 89;
+  case SJ_FAMILY_WGMMA: /* wgmma and setmaxnreg exist on sm_90a only */
+    return t->sm == 90 && !t->is_ptx && !strcmp(t->name, "sm_90a");
   default:
     return 0;
   }

@@ -152,7 +152,7 @@ static sj_status check_common(sj_context *ctx, sj_dtype dtype, int causal,
   if (align != SJ_CAUSAL_TOP_LEFT && align != SJ_CAUSAL_BOTTOM_RIGHT)
     return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT, "unknown causal_align %d",
                    (int)align);
-  if ((int)o->family < 0 || o->family > SJ_FAMILY_FP8PV)
+  if ((int)o->family < 0 || o->family > SJ_FAMILY_WGMMA)
     return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT, "unknown family %d",
                    (int)o->family);
   if ((int)o->quant < 0 || o->quant > SJ_QUANT_PER_THREAD)
@@ -217,8 +217,20 @@ static sj_status check_views(sj_context *ctx, call *c, int64_t nq, int64_t nk,
 
 static sj_status plan_call(sj_context *ctx, call *c, const options *o) {
   char msg[512];
-  sj_status st = sj_plan_make(&ctx->target, o->family ? o->family : ctx->family,
-                              c->dtype, (int)c->head_dim, c->causal, o->quant,
+  /* AUTO stays AUTO unless the context was given a family, so that the
+   * plan may fall back from wgmma for what that family does not offer.  A
+   * driver without cuTensorMapEncodeTiled cannot run wgmma at all. */
+  sj_family fam = o->family ? o->family
+                            : (ctx->family_explicit ? ctx->family
+                                                    : SJ_FAMILY_AUTO);
+  if (fam == SJ_FAMILY_AUTO && ctx->target.family == SJ_FAMILY_WGMMA &&
+      ctx->cu && !ctx->cu->TensorMapEncodeTiled)
+    fam = SJ_FAMILY_FP8PV;
+  if (fam == SJ_FAMILY_WGMMA && ctx->cu && !ctx->cu->TensorMapEncodeTiled)
+    return sj_fail(ctx, SJ_ERR_UNSUPPORTED,
+                   "the wgmma family needs cuTensorMapEncodeTiled, which "
+                   "this CUDA driver lacks; use the fp8pv family");
+  sj_status st = sj_plan_make(&ctx->target, fam, c->dtype, (int)c->head_dim, c->causal, o->quant,
                               o->accum, o->smooth_k, o->smooth_v, &c->plan, msg,
                               sizeof msg);
   if (st != SJ_OK)
@@ -542,7 +554,7 @@ static sj_status make_layout(sj_context *ctx, const call *c, layout *l) {
   sizer z = {0, 0};
   l->q8 = take(&z, mulz(&z, q_rows, D));
   l->k8 = take(&z, mulz(&z, kv_rows, D));
-  l->v8 = pl->family == SJ_FAMILY_FP8PV ? take(&z, mulz(&z, v_cols, D)) : 0;
+  l->v8 = pl->family != SJ_FAMILY_FP16PV ? take(&z, mulz(&z, v_cols, D)) : 0;
   l->q_scale = take(&z, mul4(&z, B * HQ, (size_t)g->n_qblk, qs, 4));
   l->k_scale = take(&z, mul4(&z, B * HK, (size_t)g->n_kblk, ks, 4));
   l->v_scale = take(&z, mul4(&z, B, HK, D, 4));
@@ -585,6 +597,74 @@ sj_status sj_attention_varlen_workspace_size(sj_context *ctx,
 
 /* ------------------------------------------------------------------ launch */
 
+/* cuTensorMapEncodeTiled enum values (cuda.h) used here. */
+enum {
+  TMAP_UINT8 = 0,
+  TMAP_INTERLEAVE_NONE = 0,
+  TMAP_SWIZZLE_64B = 2,
+  TMAP_SWIZZLE_128B = 3,
+  TMAP_L2_128B = 2,
+  TMAP_L2_256B = 3,
+  TMAP_OOB_ZERO = 0
+};
+
+/* One 2-D byte tensor map: `rows` rows of `width` bytes, `pitch` apart,
+ * read in boxes of box_w bytes by box_h rows, swizzled to box_w (64 or
+ * 128); out-of-range box parts read as zeros. */
+static sj_status encode_map(sj_context *ctx, sj_tmap *m, CUdeviceptr base,
+                            uint64_t width, uint64_t rows, uint64_t pitch,
+                            unsigned box_w, unsigned box_h, int l2,
+                            const char *what) {
+  if (rows >= (1ull << 31) || width >= (1ull << 31))
+    return sj_fail(ctx, SJ_ERR_UNSUPPORTED,
+                   "the %s buffer of this call has more rows than a TMA "
+                   "coordinate reaches (2^31)", what);
+  const uint64_t dims[2] = {width, rows};
+  const uint64_t strides[1] = {pitch};
+  const unsigned box[2] = {box_w, box_h};
+  const unsigned elem[2] = {1, 1};
+  CUresult r = ctx->cu->TensorMapEncodeTiled(
+      m, TMAP_UINT8, 2, (void *)(uintptr_t)base, dims, strides, box, elem,
+      TMAP_INTERLEAVE_NONE, box_w == 128 ? TMAP_SWIZZLE_128B : TMAP_SWIZZLE_64B,
+      l2, TMAP_OOB_ZERO);
+  if (r != CUDA_SUCCESS) {
+    char err[256];
+    return sj_fail(ctx, SJ_ERR_CUDA,
+                   "cuTensorMapEncodeTiled (%s: %llu x %llu, box %u x %u): %s",
+                   what, (unsigned long long)width, (unsigned long long)rows,
+                   box_w, box_h, sj_cuda_error_text(r, err, sizeof err));
+  }
+  return SJ_OK;
+}
+
+/* The three TMA descriptors of the wgmma kernel (sj_abi.h). */
+static sj_status wgmma_maps(sj_context *ctx, const call *c, const layout *l,
+                            CUdeviceptr ws, sj_wgmma_args *wa) {
+  const sj_plan *pl = &c->plan;
+  const uint64_t D = (uint64_t)c->head_dim;
+  const unsigned ch = D < 128 ? (unsigned)D : 128, bn = (unsigned)pl->ksub;
+  const sj_geom *g = &l->g;
+  uint64_t q_rows, k_rows, v_rows, v_pitch;
+  if (c->varlen) {
+    q_rows = (uint64_t)g->rows_q * (uint64_t)c->heads_q;
+    k_rows = (uint64_t)g->rows_kv * (uint64_t)c->heads_kv;
+    v_pitch = (uint64_t)g->cols_kv;
+    v_rows = (uint64_t)c->heads_kv * D;
+  } else {
+    q_rows = (uint64_t)c->batch * (uint64_t)c->heads_q * (uint64_t)g->seq_q_pad;
+    k_rows = (uint64_t)c->batch * (uint64_t)c->heads_kv * (uint64_t)g->seq_kv_pad;
+    v_pitch = (uint64_t)g->seq_kv_pad;
+    v_rows = (uint64_t)c->batch * (uint64_t)c->heads_kv * D;
+  }
+  SJ_FORWARD(encode_map(ctx, &wa->tq, ws + l->q8, D, q_rows, D, ch, 128,
+                        TMAP_L2_128B, "q8"));
+  SJ_FORWARD(encode_map(ctx, &wa->tk, ws + l->k8, D, k_rows, D, ch, bn,
+                        TMAP_L2_256B, "k8"));
+  SJ_FORWARD(encode_map(ctx, &wa->tv, ws + l->v8, v_pitch, v_rows, v_pitch,
+                        bn, (unsigned)D, TMAP_L2_256B, "v8"));
+  return SJ_OK;
+}
+
 static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
                           int parts) {
   /* The layout is part of validation (a call whose workspace overflows is
@@ -622,7 +702,7 @@ static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
     }
   }
 
-  const int fp8 = pl->family == SJ_FAMILY_FP8PV;
+  const int fp8 = pl->family != SJ_FAMILY_FP16PV; /* e4m3 V */
   const int need_stats = (pl->smooth_k || fp8) && (parts & SJ_PART_PRE);
   const int want_lse = c->lse != NULL;
   const sj_ptr cu_kv = (sj_ptr)(uintptr_t)c->cu_kv;
@@ -738,8 +818,18 @@ static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
                (c->causal && c->align == SJ_CAUSAL_BOTTOM_RIGHT ? SJ_F_CAUSAL_BR
                                                                 : 0);
     sj_launch_shape sh = sj_spec_shape(&pl->specs[3]);
-    st = sj_launch(ctx, fn[3], (unsigned)l.g.n_qblk, (unsigned)c->heads_q,
-                   (unsigned)c->batch, &sh, stream, &aa, "attn_mma");
+    if (pl->family == SJ_FAMILY_WGMMA) {
+      sj_wgmma_args wa;
+      memset(&wa, 0, sizeof wa);
+      wa.a = aa;
+      st = wgmma_maps(ctx, c, &l, ws, &wa);
+      if (st == SJ_OK)
+        st = sj_launch(ctx, fn[3], (unsigned)l.g.n_qblk, (unsigned)c->heads_q,
+                       (unsigned)c->batch, &sh, stream, &wa, "attn_wgmma");
+    } else {
+      st = sj_launch(ctx, fn[3], (unsigned)l.g.n_qblk, (unsigned)c->heads_q,
+                     (unsigned)c->batch, &sh, stream, &aa, "attn_mma");
+    }
   }
   if (own_ws)
     pthread_mutex_unlock(&ctx->ws_lock);

@@ -68,6 +68,8 @@ static sj_family env_family(void) {
     return SJ_FAMILY_FP16PV;
   if (!strcasecmp(v, "fp8pv") || !strcasecmp(v, "fp8"))
     return SJ_FAMILY_FP8PV;
+  if (!strcasecmp(v, "wgmma") || !strcasecmp(v, "sm90"))
+    return SJ_FAMILY_WGMMA;
   return (sj_family)-1;
 }
 
@@ -170,8 +172,7 @@ sj_status sj_context_create(sj_context **out, const sj_config *cfg_in) {
     cfg = *cfg_in;
   else
     sj_config_init(&cfg);
-  if (cfg.family != SJ_FAMILY_AUTO && cfg.family != SJ_FAMILY_FP16PV &&
-      cfg.family != SJ_FAMILY_FP8PV) {
+  if ((int)cfg.family < SJ_FAMILY_AUTO || cfg.family > SJ_FAMILY_WGMMA) {
     snprintf(tl_create_error, sizeof tl_create_error, "unknown family %d",
              (int)cfg.family);
     return SJ_ERR_INVALID_ARGUMENT;
@@ -216,12 +217,15 @@ sj_status sj_context_create(sj_context **out, const sj_config *cfg_in) {
     fam = env_family();
   if ((int)fam < 0)
     return create_fail(ctx, SJ_ERR_INVALID_ARGUMENT,
-                       "SAGEJIT_FAMILY must be fp16pv or fp8pv");
+                       "SAGEJIT_FAMILY must be fp16pv, fp8pv or wgmma");
+  ctx->family_explicit = fam != SJ_FAMILY_AUTO;
   if (fam == SJ_FAMILY_AUTO)
     fam = ctx->target.family;
   if (!sj_family_supported(fam, &ctx->target))
     return create_fail(ctx, SJ_ERR_UNSUPPORTED,
-                       "family fp8pv needs sm_89 or newer; target is %s",
+                       "family %s needs %s; target is %s", sj_family_str(fam),
+                       fam == SJ_FAMILY_WGMMA ? "the sm_90a target"
+                                              : "sm_89 or newer",
                        ctx->target.name);
   ctx->family = fam;
 

@@ -159,6 +159,8 @@ int sj_target_for_device(int major, int minor, const int *supported, int n,
                          sj_target *out, char *note, size_t note_size);
 /* 1 if the family's instructions exist on the target. */
 int sj_family_supported(sj_family fam, const sj_target *t);
+/* "fp16pv", "fp8pv", "wgmma" or "auto". */
+const char *sj_family_str(sj_family f);
 
 /* ------------------------------------------------------------------ specs */
 typedef enum sj_kernel_kind {
@@ -254,6 +256,7 @@ struct sj_context {
   int can_load;    /* target's images load on this device */
   sj_target target;
   sj_family family; /* what AUTO means here */
+  int family_explicit; /* family set by config or SAGEJIT_FAMILY */
 
   sj_cache *cache;
   char cache_dir[4096];

@@ -22,6 +22,18 @@ static const char *dtype_name(sj_dtype d) {
 static const char *family_name(sj_family f) {
   return f == SJ_FAMILY_FP8PV ? "sj::FP8PV" : "sj::FP16PV";
 }
+const char *sj_family_str(sj_family f) {
+  switch (f) {
+  case SJ_FAMILY_FP16PV:
+    return "fp16pv";
+  case SJ_FAMILY_FP8PV:
+    return "fp8pv";
+  case SJ_FAMILY_WGMMA:
+    return "wgmma";
+  default:
+    return "auto";
+  }
+}
 static const char *quant_name(sj_quant_gran q) {
   switch (q) {
   case SJ_QUANT_PER_BLOCK:
@@ -60,6 +72,13 @@ int sj_spec_name(const sj_spec *s, char *buf, size_t size) {
                  s->head_dim, quant_name(s->quant), s->warp_q);
     break;
   case SJ_KERNEL_ATTN:
+    if (s->family == SJ_FAMILY_WGMMA) { /* ksub holds the keys per tile */
+      n = snprintf(buf, size, "sj::attn_wgmma<%s,%d,%s,%s,%s,%d,%d>",
+                   dtype_name(s->dtype), s->head_dim,
+                   s->causal ? "true" : "false", quant_name(s->quant),
+                   accum_name(s->accum), s->stages, s->ksub);
+      break;
+    }
     n = snprintf(buf, size, "sj::attn_mma<%s,%s,%d,%s,%s,%s,%d,%d,%d>",
                  family_name(s->family), dtype_name(s->dtype), s->head_dim,
                  s->causal ? "true" : "false", quant_name(s->quant),
@@ -81,10 +100,21 @@ static int attn_smem(sj_family fam, int d, int stages) {
   return q + stages * (k + v);
 }
 
+/* Dynamic shared memory of attn_wgmma (WgSmem in sj_attn_wgmma.cuh), plus
+ * room to align the base to 1024 bytes. */
+static int wgmma_smem(int d, int bn, int stages) {
+  return BLK_Q * d + stages * 2 * bn * d + 8 * (1 + 3 * stages) + 1024;
+}
+
 sj_launch_shape sj_spec_shape(const sj_spec *s) {
   sj_launch_shape sh = {256, 0};
   switch (s->kind) {
   case SJ_KERNEL_ATTN:
+    if (s->family == SJ_FAMILY_WGMMA) {
+      sh.threads = 384;
+      sh.smem_bytes = wgmma_smem(s->head_dim, s->ksub, s->stages);
+      break;
+    }
     sh.threads = BLK_Q / s->warp_q * 32;
     sh.smem_bytes = attn_smem(s->family, s->head_dim, s->stages);
     break;
@@ -131,11 +161,28 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
                        sj_pv_accum acc, int smooth_k, int smooth_v,
                        sj_plan *out, char *msg, size_t msg_size) {
   memset(out, 0, sizeof *out);
-  if (fam == SJ_FAMILY_AUTO)
+  if (fam == SJ_FAMILY_AUTO) {
     fam = t->family;
+    /* What the wgmma family does not offer goes to fp8pv. */
+    if (fam == SJ_FAMILY_WGMMA &&
+        ((head_dim != 64 && head_dim != 128 && head_dim != 256) ||
+         (acc != SJ_ACCUM_DEFAULT && acc != SJ_ACCUM_FP32 &&
+          acc != SJ_ACCUM_FP32_FP32)))
+      fam = SJ_FAMILY_FP8PV;
+  }
   if (!sj_family_supported(fam, t)) {
-    snprintf(msg, msg_size, "family %s needs sm_89 or newer; target is %s",
-             fam == SJ_FAMILY_FP8PV ? "fp8pv" : "fp16pv", t->name);
+    snprintf(msg, msg_size, "family %s needs %s; target is %s",
+             sj_family_str(fam),
+             fam == SJ_FAMILY_WGMMA ? "the sm_90a target" : "sm_89 or newer",
+             t->name);
+    return SJ_ERR_UNSUPPORTED;
+  }
+  if (fam == SJ_FAMILY_WGMMA && head_dim != 64 && head_dim != 128 &&
+      head_dim != 256) {
+    snprintf(msg, msg_size,
+             "the wgmma family has head dims 64, 128 and 256 (got %d); "
+             "fp8pv has the others",
+             head_dim);
     return SJ_ERR_UNSUPPORTED;
   }
   if (!head_dim_ok(head_dim)) {
@@ -148,6 +195,8 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
   if (acc == SJ_ACCUM_DEFAULT) {
     if (fam == SJ_FAMILY_FP16PV)
       acc = SJ_ACCUM_FP32;
+    else if (fam == SJ_FAMILY_WGMMA)
+      acc = SJ_ACCUM_FP32_FP32;
     else /* consumer parts accumulate fp16 at twice the rate */
       acc = (t->sm == 89 || t->sm >= 120) ? SJ_ACCUM_FP32_FP16
                                           : SJ_ACCUM_FP32_FP32;
@@ -155,20 +204,24 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
   const int fp16_ok = acc == SJ_ACCUM_FP32 || acc == SJ_ACCUM_FP16_FP32;
   const int fp8_ok = acc == SJ_ACCUM_FP32 || acc == SJ_ACCUM_FP32_FP32 ||
                      acc == SJ_ACCUM_FP32_FP16;
+  const int wg_ok = acc == SJ_ACCUM_FP32 || acc == SJ_ACCUM_FP32_FP32;
   if ((fam == SJ_FAMILY_FP16PV && !fp16_ok) ||
-      (fam == SJ_FAMILY_FP8PV && !fp8_ok)) {
+      (fam == SJ_FAMILY_FP8PV && !fp8_ok) ||
+      (fam == SJ_FAMILY_WGMMA && !wg_ok)) {
     snprintf(msg, msg_size,
              "pv_accum %d is not offered by the %s family (fp16pv: fp32, "
-             "fp16+fp32; fp8pv: fp32, fp32+fp32, fp32+fp16)",
-             (int)acc, fam == SJ_FAMILY_FP8PV ? "fp8pv" : "fp16pv");
+             "fp16+fp32; fp8pv: fp32, fp32+fp32, fp32+fp16; wgmma: fp32, "
+             "fp32+fp32)",
+             (int)acc, sj_family_str(fam));
     return SJ_ERR_UNSUPPORTED;
   }
   smooth_k = smooth_k < 0 ? 1 : smooth_k;
   smooth_v = smooth_v < 0 ? 0 : smooth_v;
-  if (smooth_v && !(fam == SJ_FAMILY_FP8PV && acc != SJ_ACCUM_FP32_FP16)) {
+  if (smooth_v && !((fam == SJ_FAMILY_FP8PV || fam == SJ_FAMILY_WGMMA) &&
+                    acc != SJ_ACCUM_FP32_FP16)) {
     snprintf(msg, msg_size,
-             "smooth_v applies to the fp8pv family with fp32 or fp32+fp32 "
-             "accumulation only");
+             "smooth_v applies to the fp8pv and wgmma families with fp32 or "
+             "fp32+fp32 accumulation only");
     return SJ_ERR_UNSUPPORTED;
   }
   out->family = fam;
@@ -179,6 +232,17 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
   out->accum = acc;
   out->smooth_k = smooth_k;
   out->smooth_v = smooth_v;
+  if (fam == SJ_FAMILY_WGMMA) {
+    /* 16 rows per consumer warp (wgmma m64 over a warpgroup), so the Q
+     * scale layout of the quantizer is its WARP_Q = 16 one.  128 keys per
+     * tile; at D = 256 64, which keeps O, the tile accumulator and S in
+     * the consumers' 240 registers.  Two stages, three at D <= 128. */
+    out->warp_q = 16;
+    out->ksub = tune_int("bn=", 64, 128, head_dim == 256 ? 64 : 128);
+    out->stages = tune_int("stages=", 2, 3, head_dim <= 128 ? 2 : 2);
+    if (wgmma_smem(head_dim, out->ksub, out->stages) > t->smem_optin)
+      out->stages = 2;
+  } else {
   /* 32 rows per warp share each K/V fragment between two m-tiles; at
    * D = 256 the O accumulator alone needs 128 registers per m-tile. */
   out->warp_q = tune_int("warp_q=", 16, 32, head_dim <= 128 ? 32 : 16);
@@ -197,7 +261,9 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
   if (want && attn_smem(fam, head_dim, want) <= t->smem_optin)
     stages = want;
   out->stages = stages;
-  if (attn_smem(fam, head_dim, out->stages) > t->smem_optin) {
+  }
+  if (fam != SJ_FAMILY_WGMMA &&
+      attn_smem(fam, head_dim, out->stages) > t->smem_optin) {
     snprintf(msg, msg_size, "head_dim %d needs more shared memory than %s has",
              head_dim, t->name);
     return SJ_ERR_UNSUPPORTED;

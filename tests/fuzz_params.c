@@ -245,7 +245,7 @@ static void check_valid_dense(const sj_attention_params *p) {
       (p->sm_scale == 0.f || (isfinite(p->sm_scale) && p->sm_scale > 0.f)) &&
       (!p->lse || (uintptr_t)p->lse % 4 == 0) && p->smooth_k >= -1 &&
       p->smooth_k <= 1 && p->smooth_v >= -1 && p->smooth_v <= 1 &&
-      (int)p->family >= 0 && p->family <= SJ_FAMILY_FP8PV &&
+      (int)p->family >= 0 && p->family <= SJ_FAMILY_WGMMA &&
       (int)p->qk_quant >= 0 && p->qk_quant <= SJ_QUANT_PER_THREAD &&
       (int)p->pv_accum >= 0 && p->pv_accum <= SJ_ACCUM_FP32_FP16;
   if (!ok)

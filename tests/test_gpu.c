@@ -210,10 +210,10 @@ typedef struct gate {
  * times e4m3 V puts a floor of about 3.5-4e-2 on zero-mean Gaussian V (each
  * rounding is ~2.5% rms; docs/kernels.md has the simulation), so the gate
  * is 5e-2 with cosine >= 0.999; the measured values are printed. */
-static double g_fp8_worst;
+static double g_fp8_worst, g_wgmma_worst;
 static gate gate_for(sj_family fam) {
   gate g = {1.5e-2, 0.9998};
-  if (fam == SJ_FAMILY_FP8PV) {
+  if (fam == SJ_FAMILY_FP8PV || fam == SJ_FAMILY_WGMMA) {
     g.rel_l2 = 5e-2;
     g.cosine = 0.999;
   }
@@ -257,6 +257,8 @@ static int run_case(sj_context *ctx, sj_family fam, const shape *s, int d,
                  r.lse_max_abs_err < 5e-2;
   if (fam == SJ_FAMILY_FP8PV && r.rel_l2 > g_fp8_worst)
     g_fp8_worst = r.rel_l2;
+  if (fam == SJ_FAMILY_WGMMA && r.rel_l2 > g_wgmma_worst)
+    g_wgmma_worst = r.rel_l2;
   if (verbose || !ok)
     print_message("%s fam%d d%d dt%d lay%d causal%d/%d q%d acc%d sv%d pad%d "
                   "[%d,%d,%d,%d,%d]: rel_l2 %.4g cos %.6f max %.3g lse %.3g "
@@ -312,6 +314,43 @@ static void test_attention_matrix(void **state) {
   assert_int_equal(failures, 0);
 }
 
+/* The wgmma family (sm_90a only): both accumulations x three granularities
+ * over all shapes, rotating head dim (64, 128, 256), dtype, layout, causal
+ * mode and alignment, smooth_v and padded strides. */
+static void test_wgmma_matrix(void **state) {
+  (void)state;
+  if (!tu_have_gpu())
+    skip();
+  sj_context *ctx = gpu_ctx(SJ_FAMILY_AUTO);
+  if (strcmp(ctx->target.name, "sm_90a") != 0) {
+    sj_context_destroy(ctx);
+    skip();
+  }
+  static const sj_pv_accum accs[] = {SJ_ACCUM_FP32_FP32, SJ_ACCUM_FP32};
+  static const int dims[] = {128, 64, 256};
+  int failures = 0, ran = 0, idx = 0;
+  for (size_t m = 0; m < 2; m++)
+    for (int qg = 1; qg <= 3; qg++)
+      for (size_t si = 0; si < N_SHAPES; si++, idx++) {
+        const int d = dims[idx % 3];
+        const sj_dtype dt = (idx / 3) % 2 ? SJ_DTYPE_BF16 : SJ_DTYPE_FP16;
+        const sj_layout lay = (idx / 2) % 2 ? SJ_LAYOUT_NHD : SJ_LAYOUT_HND;
+        const int causal = idx % 2;
+        const sj_causal_align al = (idx / 4) % 2 ? SJ_CAUSAL_BOTTOM_RIGHT
+                                                 : SJ_CAUSAL_TOP_LEFT;
+        const int r = run_case(ctx, SJ_FAMILY_WGMMA, &k_shapes[si], d, dt, lay,
+                               causal, al, (sj_quant_gran)qg, accs[m],
+                               idx % 3 == 1, idx % 4 == 1, 300 + (uint64_t)idx, 1);
+        ran += r != 0;
+        failures += r < 0;
+      }
+  sj_context_destroy(ctx);
+  print_message("%d wgmma cases, %d failed; worst relative L2 %.4g\n", ran,
+                failures, g_wgmma_worst);
+  assert_int_equal(ran, 2 * 3 * (int)N_SHAPES);
+  assert_int_equal(failures, 0);
+}
+
 /* Both layouts x both dtypes x causal both ways x head dims 64/128 for the
  * default options, on a tail-heavy shape: the issue's core matrix, whole. */
 static void test_core_matrix_full(void **state) {
@@ -320,8 +359,16 @@ static void test_core_matrix_full(void **state) {
     skip();
   int failures = 0, ran = 0;
   const shape s = {2, 4, 2, 200, 333};
-  for (int fam = 1; fam <= 2; fam++) {
+  int fams = 2;
+  for (int fam = 1; fam <= 3; fam++) {
     sj_context *ctx = gpu_ctx(SJ_FAMILY_AUTO);
+    if (fam == 3) {
+      if (strcmp(ctx->target.name, "sm_90a") != 0) {
+        sj_context_destroy(ctx);
+        break;
+      }
+      fams = 3;
+    }
     for (int d = 64; d <= 128; d += 64)
       for (int dt = 1; dt <= 2; dt++)
         for (int lay = 1; lay <= 2; lay++)
@@ -336,7 +383,7 @@ static void test_core_matrix_full(void **state) {
           }
     sj_context_destroy(ctx);
   }
-  assert_int_equal(ran, 48);
+  assert_int_equal(ran, 24 * fams);
   assert_int_equal(failures, 0);
 }
 
@@ -571,6 +618,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_reference_vs_cpu),
       cmocka_unit_test(test_core_matrix_full),
       cmocka_unit_test(test_attention_matrix),
+      cmocka_unit_test(test_wgmma_matrix),
       cmocka_unit_test(test_user_workspace),
       cmocka_unit_test(test_single_flight_threads),
       cmocka_unit_test(test_second_process_all_disk_hits),

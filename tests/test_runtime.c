@@ -29,7 +29,7 @@ static void test_target_table(void **state) {
     sj_family fam;
   } cases[] = {{8, 0, "sm_80", SJ_FAMILY_FP16PV},   {8, 6, "sm_86", SJ_FAMILY_FP16PV},
                {8, 7, "sm_87", SJ_FAMILY_FP16PV},   {8, 9, "sm_89", SJ_FAMILY_FP8PV},
-               {9, 0, "sm_90a", SJ_FAMILY_FP8PV},   {10, 0, "sm_100a", SJ_FAMILY_FP8PV},
+               {9, 0, "sm_90a", SJ_FAMILY_WGMMA},   {10, 0, "sm_100a", SJ_FAMILY_FP8PV},
                {10, 3, "sm_103a", SJ_FAMILY_FP8PV}, {11, 0, "sm_110a", SJ_FAMILY_FP8PV},
                {12, 0, "sm_120a", SJ_FAMILY_FP8PV}, {12, 1, "sm_121a", SJ_FAMILY_FP8PV}};
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -108,8 +108,33 @@ static void test_plan_defaults(void **state) {
   assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_AUTO, SJ_DTYPE_FP16, 128, 0, 0, 0,
                                 -1, -1, &p, msg, sizeof msg),
                    SJ_OK);
+  assert_int_equal(p.family, SJ_FAMILY_WGMMA);
   assert_int_equal(p.accum, SJ_ACCUM_FP32_FP32);
+  assert_int_equal(p.warp_q, 16); /* the quantizer's scale layout */
   assert_int_equal(p.n_specs, 4);
+  /* What wgmma does not offer falls back to fp8pv under AUTO ... */
+  assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_AUTO, SJ_DTYPE_FP16, 96, 0, 0, 0,
+                                -1, -1, &p, msg, sizeof msg),
+                   SJ_OK);
+  assert_int_equal(p.family, SJ_FAMILY_FP8PV);
+  assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_AUTO, SJ_DTYPE_FP16, 64, 0, 0,
+                                SJ_ACCUM_FP32_FP16, -1, -1, &p, msg, sizeof msg),
+                   SJ_OK);
+  assert_int_equal(p.family, SJ_FAMILY_FP8PV);
+  assert_int_equal(p.accum, SJ_ACCUM_FP32_FP16);
+  /* ... and the plain sm_90 target (no wgmma) defaults to fp8pv. */
+  sj_target t90p;
+  assert_int_equal(sj_target_parse("sm_90", &t90p), 0);
+  assert_int_equal(t90p.family, SJ_FAMILY_FP8PV);
+  char name[256];
+  assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_WGMMA, SJ_DTYPE_BF16, 256, 1,
+                                SJ_QUANT_PER_WARP, SJ_ACCUM_FP32, -1, 1, &p, msg,
+                                sizeof msg),
+                   SJ_OK);
+  assert_int_equal(p.smooth_v, 1);
+  assert_int_equal(sj_spec_name(&p.specs[3], name, sizeof name), 0);
+  assert_string_equal(name, "sj::attn_wgmma<sj::BF16,256,true,sj::PER_WARP,"
+                            "sj::ACC_FP32,2,64>");
 }
 
 static void test_plan_rejects(void **state) {
@@ -146,6 +171,25 @@ static void test_plan_rejects(void **state) {
   assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_FP8PV, SJ_DTYPE_FP16, 64, 0, 0,
                                 SJ_ACCUM_FP32_FP32, -1, 1, &p, msg, sizeof msg),
                    SJ_OK);
+  /* wgmma: sm_90a only, its head dims and accumulations only */
+  sj_target t89, t90p;
+  sj_target_parse("sm_89", &t89);
+  sj_target_parse("sm_90", &t90p);
+  assert_int_equal(sj_plan_make(&t89, SJ_FAMILY_WGMMA, SJ_DTYPE_FP16, 128, 0, 0,
+                                0, -1, -1, &p, msg, sizeof msg),
+                   SJ_ERR_UNSUPPORTED);
+  assert_non_null(strstr(msg, "sm_90a"));
+  assert_int_equal(sj_plan_make(&t90p, SJ_FAMILY_WGMMA, SJ_DTYPE_FP16, 128, 0,
+                                0, 0, -1, -1, &p, msg, sizeof msg),
+                   SJ_ERR_UNSUPPORTED);
+  assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_WGMMA, SJ_DTYPE_FP16, 96, 0, 0,
+                                0, -1, -1, &p, msg, sizeof msg),
+                   SJ_ERR_UNSUPPORTED);
+  assert_non_null(strstr(msg, "head dims 64, 128 and 256"));
+  assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_WGMMA, SJ_DTYPE_FP16, 128, 0, 0,
+                                SJ_ACCUM_FP32_FP16, -1, -1, &p, msg, sizeof msg),
+                   SJ_ERR_UNSUPPORTED);
+  assert_non_null(strstr(msg, "wgmma"));
 }
 
 /* Every distinct spec a warm of a wide matrix produces has a distinct name:
@@ -353,7 +397,7 @@ static void test_validation(void **state) {
   CASE(layout, (sj_layout)3, SJ_ERR_INVALID_ARGUMENT, "layout");
   CASE(causal, 2, SJ_ERR_INVALID_ARGUMENT, "causal");
   CASE(causal_align, (sj_causal_align)5, SJ_ERR_INVALID_ARGUMENT, "causal_align");
-  CASE(family, (sj_family)3, SJ_ERR_INVALID_ARGUMENT, "family");
+  CASE(family, (sj_family)4, SJ_ERR_INVALID_ARGUMENT, "family");
   CASE(qk_quant, (sj_quant_gran)4, SJ_ERR_INVALID_ARGUMENT, "qk_quant");
   CASE(pv_accum, (sj_pv_accum)-1, SJ_ERR_INVALID_ARGUMENT, "pv_accum");
   CASE(smooth_k, 2, SJ_ERR_INVALID_ARGUMENT, "smooth_k");

@@ -796,6 +796,8 @@ static const name_val k_families[] = {{"auto", SJ_FAMILY_AUTO},
                                       {"fp16", SJ_FAMILY_FP16PV},
                                       {"fp8pv", SJ_FAMILY_FP8PV},
                                       {"fp8", SJ_FAMILY_FP8PV},
+                                      {"wgmma", SJ_FAMILY_WGMMA},
+                                      {"sm90", SJ_FAMILY_WGMMA},
                                       {NULL, 0}};
 static const name_val k_quants[] = {{"default", SJ_QUANT_DEFAULT},
                                     {"per_block", SJ_QUANT_PER_BLOCK},
@@ -887,6 +889,8 @@ const char *cli_family_name(sj_family f) {
     return "fp16pv";
   case SJ_FAMILY_FP8PV:
     return "fp8pv";
+  case SJ_FAMILY_WGMMA:
+    return "wgmma";
   }
   return "?";
 }

@@ -40,7 +40,7 @@ static const cli_opt k_opts[] = {
     CLI_OPT("dtype", 0, CLI_OPT_STR, bench_opts, dtype, "LIST",
             "fp16,bf16 (default fp16)"),
     CLI_OPT("family", 0, CLI_OPT_STR, bench_opts, family, "LIST",
-            "auto,fp16pv,fp8pv (default auto)"),
+            "auto,fp16pv,fp8pv,wgmma (default auto)"),
     CLI_OPT("quant", 0, CLI_OPT_STR, bench_opts, quant, "LIST",
             "per_block,per_warp,per_thread (default: the family's)"),
     CLI_OPT("accum", 0, CLI_OPT_STR, bench_opts, accum, "LIST",

@@ -25,7 +25,7 @@ static const cli_opt k_opts[] = {
     CLI_OPT("dtype", 0, CLI_OPT_STR, check_opts, dtype, "LIST",
             "fp16,bf16 (default both)"),
     CLI_OPT("family", 0, CLI_OPT_STR, check_opts, family, "LIST",
-            "auto,fp16pv,fp8pv (default auto: the device's)"),
+            "auto,fp16pv,fp8pv,wgmma (default auto: the device's)"),
     CLI_OPT("quant", 0, CLI_OPT_STR, check_opts, quant, "LIST",
             "per_block,per_warp,per_thread (default: the family's)"),
     CLI_OPT("accum", 0, CLI_OPT_STR, check_opts, accum, "LIST",
@@ -46,7 +46,7 @@ static const cli_command k_cmd = {
     "causal both ways and both diagonal alignments, GQA, odd and unequal\n"
     "lengths, padded strides -- and compares.  Needs a CUDA GPU.",
     "Gate per case: rel L2 < 2e-2 and cosine > 0.9998 (fp16pv), rel L2 < "
-    "5e-2 and\ncosine > 0.998 (fp8pv); no NaN/Inf; LSE error < 5e-2 and no "
+    "5e-2 and\ncosine > 0.998 (fp8pv, wgmma); no NaN/Inf; LSE error < 5e-2 and no "
     "LSE mismatch.\nA combination the family or device does not offer is "
     "SKIP, not FAIL.\n"
     "JSON: {\"cases\", \"passed\", \"failed\", \"skipped\", \"device\", "
@@ -83,7 +83,7 @@ typedef struct gate {
 
 static gate gate_for(sj_family f) {
   gate g = {2e-2, 0.9998};
-  if (f == SJ_FAMILY_FP8PV) {
+  if (f == SJ_FAMILY_FP8PV || f == SJ_FAMILY_WGMMA) {
     g.rel_l2 = 5e-2;
     g.cosine = 0.998;
   }

@@ -26,7 +26,7 @@ static const cli_opt k_opts[] = {
     CLI_OPT("dtype", 0, CLI_OPT_STR, warm_opts, dtype, "LIST",
             "fp16,bf16 (default both)"),
     CLI_OPT("family", 0, CLI_OPT_STR, warm_opts, family, "LIST",
-            "auto,fp16pv,fp8pv (default: the target's)"),
+            "auto,fp16pv,fp8pv,wgmma (default: the target's)"),
     CLI_OPT("quant", 0, CLI_OPT_STR, warm_opts, quant, "LIST",
             "per_block,per_warp,per_thread (default: the family's)"),
     CLI_OPT("accum", 0, CLI_OPT_STR, warm_opts, accum, "LIST",

@@ -12,7 +12,7 @@ from ._errors import SageJitError, invalid_argument
 __all__ = ["info", "warm", "library_path", "library_version", "stats"]
 
 _FAMILY_NAMES = {S.SJ_FAMILY_AUTO: "auto", S.SJ_FAMILY_FP16PV: "fp16pv",
-                 S.SJ_FAMILY_FP8PV: "fp8pv"}
+                 S.SJ_FAMILY_FP8PV: "fp8pv", S.SJ_FAMILY_WGMMA: "wgmma"}
 
 
 def _text(b: Optional[bytes]) -> str:

@@ -57,6 +57,7 @@ _FAMILY = {
     "auto": S.SJ_FAMILY_AUTO,
     "fp16pv": S.SJ_FAMILY_FP16PV,
     "fp8pv": S.SJ_FAMILY_FP8PV,
+    "wgmma": S.SJ_FAMILY_WGMMA,
 }
 _ALIGN = {
     "top_left": S.SJ_CAUSAL_TOP_LEFT,
@@ -647,7 +648,7 @@ def sageattn(q: Any, k: Any, v: Any, tensor_layout: str = "HND",
         causal_alignment: ``"top_left"`` (default; SageAttention and
             PyTorch) or ``"bottom_right"`` (FlashAttention) when
             ``seq_q != seq_kv``.
-        family: ``"auto"``, ``"fp16pv"`` or ``"fp8pv"``.
+        family: ``"auto"``, ``"fp16pv"``, ``"fp8pv"`` or ``"wgmma"`` (sm_90a).
 
     Any other keyword raises ``TypeError``.
 

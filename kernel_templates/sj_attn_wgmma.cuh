@@ -1,0 +1,464 @@
+// sj_attn_wgmma.cuh -- quantized attention for sm_90a: wgmma + TMA, warp
+// specialized.
+//
+// One CTA computes BLK_Q = 128 query rows of one (batch, head) with three
+// warpgroups:
+//   warpgroup 0, the producer: one thread issues TMA copies of the Q tile and
+//     of STAGES-deep K and V tiles (BN keys each), completing on mbarriers;
+//     it gives most of its registers back (setmaxnreg.dec);
+//   warpgroups 1 and 2, the consumers (setmaxnreg.inc): 64 query rows each.
+//     S = Q8 K8^T with wgmma m64nBNk32.s8 (both operands in swizzled shared
+//     memory), dequantized with one scalar per thread and key block, online
+//     softmax in exp2, P packed to e4m3 in registers, then O += P V8 with
+//     wgmma m64nDk32.e4m3 (A from registers, V^T tile in shared memory).
+//     Each consumer frees a stage by arriving on its `empty` barrier once
+//     its P.V wgmma has completed.
+// The S accumulator of a warp has the mma.m16n8 layout (lane (g, t) holds
+// keys 8j + 2t, 8j + 2t + 1 of rows g and g + 8), and the e4m3 A fragment
+// of wgmma k32 the mma.m16n8k32 layout, so the V permutation of sj_quant.cuh
+// and the Q/K scale layouts of the mma families carry over with WARP_Q = 16.
+//
+// Accumulation: ACC_FP32_FP32 gives each tile's P.V a fresh fp32 wgmma
+// accumulator and adds it to O in fp32 (the tensor core's fp8 accumulator
+// keeps fewer bits than fp32); ACC_FP32 accumulates into O directly.
+#pragma once
+#include "sj_abi.h"
+#include "sj_common.cuh"
+#include "sj_geom.cuh"
+#include "sj_wgmma_ops.cuh"
+
+namespace sj {
+
+constexpr int WG_THREADS = 384; // producer + two consumer warpgroups
+
+// Shared memory of attn_wgmma (byte offsets from a 1024-aligned base).
+// Rows wider than 128 bytes are split into 128-byte column chunks, each
+// chunk a [rows][128] block: the shape of a TMA box and of a wgmma
+// K-major swizzled operand.
+template <int D, int BN, int STAGES> struct WgSmem {
+  static constexpr int CH = D < 128 ? D : 128; // bytes per row chunk (Q, K)
+  static constexpr int NCH = D / CH;
+  static constexpr int Q_BYTES = BLK_Q * D;
+  static constexpr int K_BYTES = BN * D;
+  static constexpr int V_BYTES = D * BN;
+  static constexpr int Q_OFF = 0;
+  static constexpr int K_OFF = Q_OFF + Q_BYTES;
+  static constexpr int V_OFF = K_OFF + STAGES * K_BYTES;
+  static constexpr int BAR_OFF = V_OFF + STAGES * V_BYTES;
+  static constexpr int N_BARS = 1 + 3 * STAGES; // q_full, k_full, v_full, empty
+  static constexpr int BYTES = BAR_OFF + 8 * N_BARS;
+  static constexpr int O_PITCH = 2 * D + 16; // epilogue staging, over Q/K/V
+  static_assert(BLK_Q * O_PITCH <= BAR_OFF, "O staging must fit over the tiles");
+};
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+// --------------------------------------------------- mbarrier, TMA, wgmma
+__device__ __forceinline__ void mbar_init(u32 bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
+}
+__device__ __forceinline__ void mbar_expect_tx(u32 bar, u32 bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
+               "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(u32 bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(u32 bar, int parity) {
+  u32 done;
+  do {
+    asm volatile("{\n.reg .pred p;\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 "selp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done)
+                 : "r"(bar), "r"(parity)
+                 : "memory");
+  } while (!done);
+}
+// 2-D tiled TMA load: box at (c0 = innermost coordinate, c1 = row).
+__device__ __forceinline__ void tma_load_2d(u32 dst, const void *tmap, int c0,
+                                            int c1, u32 bar) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::"
+               "complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+               "l"(tmap), "r"(c0), "r"(c1), "r"(bar)
+               : "memory");
+}
+__device__ __forceinline__ void wg_fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wg_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+template <int N> __device__ __forceinline__ void wg_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Ties accumulator registers to this point: the compiler may not move
+// their reads above a wgmma wait.
+template <int N> __device__ __forceinline__ void reg_fence(i32 (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; i++)
+    asm volatile("" : "+r"(r[i])::"memory");
+}
+template <int N> __device__ __forceinline__ void reg_fence(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; i++)
+    asm volatile("" : "+f"(r[i])::"memory");
+}
+// wgmma shared-memory descriptor of a K-major operand whose rows are
+// `row_bytes` (64 or 128) wide, swizzled to match: start address, leading
+// offset (unused for swizzled K-major), stride offset between 8-row groups
+// and the swizzle mode (1 = 128 B, 2 = 64 B).
+__device__ __forceinline__ u64 wg_desc(u32 saddr, int row_bytes) {
+  const u64 swz = row_bytes == 128 ? 1 : 2;
+  return (u64)((saddr & 0x3FFFF) >> 4) | ((u64)1 << 16) |
+         ((u64)((8 * row_bytes) >> 4) << 32) | (swz << 62);
+}
+__device__ __forceinline__ void consumer_sync() {
+  asm volatile("bar.sync 1, 256;\n" ::: "memory");
+}
+
+template <int N>
+__device__ __forceinline__ void wgmma_s8(i32 (&d)[N / 2], u64 da, u64 db, int sc);
+template <> __device__ __forceinline__ void wgmma_s8<64>(i32 (&d)[32], u64 da, u64 db, int sc) {
+  wgmma_s8_n64(d, da, db, sc);
+}
+template <> __device__ __forceinline__ void wgmma_s8<128>(i32 (&d)[64], u64 da, u64 db, int sc) {
+  wgmma_s8_n128(d, da, db, sc);
+}
+template <int N>
+__device__ __forceinline__ void wgmma_e4m3(float (&d)[N / 2], const u32 (&a)[4], u64 db,
+                                           int sc);
+template <>
+__device__ __forceinline__ void wgmma_e4m3<64>(float (&d)[32], const u32 (&a)[4], u64 db,
+                                               int sc) {
+  wgmma_e4m3_n64(d, a, db, sc);
+}
+template <>
+__device__ __forceinline__ void wgmma_e4m3<128>(float (&d)[64], const u32 (&a)[4], u64 db,
+                                                int sc) {
+  wgmma_e4m3_n128(d, a, db, sc);
+}
+
+#endif // __CUDA_ARCH_FEAT_SM90_ALL
+
+// BN: keys per KV tile (64 or 128).  STAGES: K/V buffers in flight.
+template <int DT, int D, bool CAUSAL, int QG, int ACC, int STAGES, int BN>
+__global__ void __launch_bounds__(WG_THREADS, 1)
+    attn_wgmma(const __grid_constant__ sj_wgmma_args w) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  typedef WgSmem<D, BN, STAGES> S;
+  constexpr int CH = S::CH, NCH = S::NCH;
+  constexpr int NS = BN / 8;        // n8 column groups of S
+  constexpr int KC = BN / 32;       // k-steps of P.V
+  constexpr int DC = D < 128 ? D : 128; // channels per P.V wgmma
+  constexpr int NDC = D / DC;
+  constexpr int KB = BN / BLK_K;    // K scale blocks per tile
+  constexpr bool TWO_LEVEL = ACC == ACC_FP32_FP32;
+  constexpr float TAU = 4.0f;       // lazy rescale threshold (log2 units)
+  constexpr float P_OFFSET = FP8_P_OFFSET - TAU;
+  constexpr int MAGIC_I = 0x4B400000;
+  constexpr float MAGIC_F = 12582912.0f;
+  static_assert(BN == 64 || BN == 128, "BN");
+  static_assert(D == 64 || D == 128 || D == 256, "head dim");
+
+  const sj_attn_args &a = w.a;
+  const sj_geom &G = a.g;
+  extern __shared__ u8 smem_raw[];
+  u8 *smem = (u8 *)(((unsigned long long)smem_raw + 1023) & ~1023ull);
+  const u32 s_base = smem_addr(smem);
+  const u32 sQ = s_base + S::Q_OFF, sK0 = s_base + S::K_OFF, sV0 = s_base + S::V_OFF;
+  const u32 bar0 = s_base + S::BAR_OFF;
+  // barriers: q_full, k_full[STAGES], v_full[STAGES], empty[STAGES]
+  const u32 q_full = bar0;
+#define SJ_K_FULL(s) (bar0 + 8 * (1 + (s)))
+#define SJ_V_FULL(s) (bar0 + 8 * (1 + STAGES + (s)))
+#define SJ_EMPTY(s) (bar0 + 8 * (1 + 2 * STAGES + (s)))
+
+  // Causal CTAs see more keys the later their block: start those first.
+  const int qblk = CAUSAL ? G.n_qblk - 1 - (int)blockIdx.x : (int)blockIdx.x;
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int hk = h / (G.heads_q / G.heads_kv);
+  const i64 bh = (i64)b * G.heads_q + h;
+  const i64 bhk = (i64)b * G.heads_kv + hk;
+  const int q0 = qblk * BLK_Q;
+  const Seq sq = seq_q(G, b), sk = seq_kv(G, b);
+  if (q0 >= sq.len)
+    return; // uniform over the CTA, before any barrier
+  const int len_q = sq.len, len_kv = sk.len;
+  const int causal_offset = (a.flags & SJ_F_CAUSAL_BR) ? len_kv - len_q : 0;
+  int n_tiles = (len_kv + BN - 1) / BN;
+  if (CAUSAL) {
+    const int last = q0 + BLK_Q - 1 + causal_offset; // last visible key
+    n_tiles = min(n_tiles, last < 0 ? 0 : last / BN + 1);
+  }
+
+  if (threadIdx.x == 0) {
+    mbar_init(q_full, 1);
+#pragma unroll
+    for (int s = 0; s < STAGES; s++) {
+      mbar_init(SJ_K_FULL(s), 1);
+      mbar_init(SJ_V_FULL(s), 1);
+      mbar_init(SJ_EMPTY(s), 256); // every consumer thread arrives
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  const int wg = threadIdx.x / 128;
+  if (wg == 0) {
+    // ------------------------------------------------------- producer
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
+    if (threadIdx.x == 0) {
+      const int q_row = (int)(q8_row0(G, sq, b, h) + q0);
+      const int k_row = (int)k8_row0(G, sk, b, hk);
+      // v8: channel row and first column of this (b, kv head)
+      const i64 vb = v8_base(G, sk, b, hk, D), vp = v8_pitch(G);
+      const int v_row = (int)(vb / vp), v_col = (int)(vb % vp);
+      mbar_expect_tx(q_full, S::Q_BYTES);
+#pragma unroll
+      for (int c = 0; c < NCH; c++)
+        tma_load_2d(sQ + c * BLK_Q * CH, &w.tq, c * CH, q_row, q_full);
+      for (int j = 0; j < n_tiles; j++) {
+        const int st = j % STAGES;
+        if (j >= STAGES)
+          mbar_wait(SJ_EMPTY(st), ((j / STAGES) - 1) & 1);
+        mbar_expect_tx(SJ_K_FULL(st), S::K_BYTES);
+#pragma unroll
+        for (int c = 0; c < NCH; c++)
+          tma_load_2d(sK0 + st * S::K_BYTES + c * BN * CH, &w.tk, c * CH,
+                      k_row + j * BN, SJ_K_FULL(st));
+        mbar_expect_tx(SJ_V_FULL(st), S::V_BYTES);
+        tma_load_2d(sV0 + st * S::V_BYTES, &w.tv, v_col + j * BN, v_row,
+                    SJ_V_FULL(st));
+      }
+    }
+    return;
+  }
+
+  // --------------------------------------------------------- consumers
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
+  const int cg = wg - 1;                    // consumer warpgroup: 64 rows
+  const int wl = (threadIdx.x / 32) % 4;    // warp within the warpgroup
+  const int cw = cg * 4 + wl;               // consumer warp: 16 rows
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int row_base = q0 + cw * 16;        // first query row of the warp
+
+  float q_scale;
+  {
+    const float *qs = (const float *)a.q_scale;
+    const i64 base = bh * G.n_qblk + qblk;
+    if (QG == PER_BLOCK)
+      q_scale = qs[base];
+    else if (QG == PER_WARP)
+      q_scale = qs[base * 8 + cw];
+    else
+      q_scale = qs[(base * 8 + cw) * 8 + g];
+  }
+  const float q_mult = q_scale * a.sm_scale_log2;
+
+  float o[NDC][DC / 2];
+#pragma unroll
+  for (int dc = 0; dc < NDC; dc++)
+#pragma unroll
+    for (int i = 0; i < DC / 2; i++)
+      o[dc][i] = 0.f;
+  float m[2] = {neg_inf(), neg_inf()}, l[2] = {0.f, 0.f};
+
+  mbar_wait(q_full, 0);
+  for (int j = 0; j < n_tiles; j++) {
+    const int st = j % STAGES, par = (j / STAGES) & 1;
+    const u32 sK = sK0 + st * S::K_BYTES, sV = sV0 + st * S::V_BYTES;
+
+    // ---- S = Q K^T
+    i32 s[BN / 2];
+    mbar_wait(SJ_K_FULL(st), par);
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 32; kk++) {
+      const int c = kk * 32 / CH, in = kk * 32 % CH;
+      const u64 da = wg_desc(sQ + c * BLK_Q * CH + cg * 64 * CH + in, CH);
+      const u64 db = wg_desc(sK + c * BN * CH + in, CH);
+      wgmma_s8<BN>(s, da, db, kk > 0);
+    }
+    wg_commit();
+    wg_wait<0>();
+    reg_fence(s);
+
+    // ---- dequantize, mask, online softmax (rows g and g + 8)
+    float mult[KB];
+    {
+      const float *ks = (const float *)a.k_scale;
+#pragma unroll
+      for (int kb = 0; kb < KB; kb++) {
+        // A block past the key range has no scale; its keys are masked.
+        const int blk = min(j * KB + kb, G.n_kblk - 1);
+        const i64 base = bhk * G.n_kblk + blk;
+        const float k_scale = QG == PER_THREAD ? ks[base * 4 + t] : ks[base];
+        mult[kb] = fmaxf(q_mult * k_scale, 1e-30f); // never 0 or NaN
+      }
+    }
+    const int key0 = j * BN;
+    const bool need_mask =
+        key0 + BN > len_kv || (CAUSAL && key0 + BN - 1 > row_base + causal_offset);
+    float sf[BN / 2];
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++) {
+      float v = __int_as_float(s[i] + MAGIC_I) - MAGIC_F;
+      if (need_mask) {
+        const int key = key0 + (i / 4) * 8 + 2 * t + (i & 1);
+        const int row = row_base + g + 8 * ((i >> 1) & 1);
+        if (key >= len_kv || (CAUSAL && key > row + causal_offset))
+          v = neg_inf();
+      }
+      sf[i] = v;
+    }
+    float o_scale[2];
+#pragma unroll
+    for (int hf = 0; hf < 2; hf++) {
+      float mx = neg_inf();
+#pragma unroll
+      for (int kb = 0; kb < KB; kb++) {
+        float mk = neg_inf();
+#pragma unroll
+        for (int n = kb * (NS / KB); n < (kb + 1) * (NS / KB); n++)
+          mk = fmaxf(mk, fmaxf(sf[4 * n + 2 * hf], sf[4 * n + 2 * hf + 1]));
+        mx = fmaxf(mx, mk * mult[kb]);
+      }
+      mx = quad_max(mx);
+      const float m_old = m[hf];
+      const bool upd = mx > m_old + TAU;
+      const float m_new = upd ? mx : m_old;
+      const float m_ref = m_new == neg_inf() ? 0.f : m_new;
+      o_scale[hf] = upd ? fast_exp2(m_old - m_ref) : 1.f;
+      m[hf] = m_new;
+      const float sub = m_ref - P_OFFSET;
+      float sum = 0.f;
+#pragma unroll
+      for (int n = 0; n < NS; n++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+          const float p = fast_exp2(fmaf(sf[4 * n + 2 * hf + e], mult[n / (NS / KB)], -sub));
+          sf[4 * n + 2 * hf + e] = p;
+          sum += p;
+        }
+      l[hf] = l[hf] * o_scale[hf] + sum;
+    }
+    // P -> e4m3 A fragments: k-step kc covers column groups 4kc .. 4kc + 3
+    u32 pa[KC][4];
+#pragma unroll
+    for (int kc = 0; kc < KC; kc++) {
+      const float *s0 = sf + 16 * kc, *s1 = s0 + 4, *s2 = s0 + 8, *s3 = s0 + 12;
+      pa[kc][0] = (u32)pack_e4m3x2(s0[0], s0[1]) | ((u32)pack_e4m3x2(s1[0], s1[1]) << 16);
+      pa[kc][1] = (u32)pack_e4m3x2(s0[2], s0[3]) | ((u32)pack_e4m3x2(s1[2], s1[3]) << 16);
+      pa[kc][2] = (u32)pack_e4m3x2(s2[0], s2[1]) | ((u32)pack_e4m3x2(s3[0], s3[1]) << 16);
+      pa[kc][3] = (u32)pack_e4m3x2(s2[2], s2[3]) | ((u32)pack_e4m3x2(s3[2], s3[3]) << 16);
+    }
+
+    // ---- O = O * o_scale + P V.  Only k-steps with written V columns
+    // run: past the sequence a varlen tile may hold stale bytes (NaN * 0
+    // would be NaN).  The quantizer writes whole 64-key blocks.
+    const int nk = min(KC, (min(len_kv - key0, BN) + 31) / 32);
+    const bool rescale = __any_sync(0xffffffffu, o_scale[0] != 1.f || o_scale[1] != 1.f);
+    mbar_wait(SJ_V_FULL(st), par);
+    if (TWO_LEVEL) {
+#pragma unroll
+      for (int dc = 0; dc < NDC; dc++) {
+        float acc[DC / 2];
+        wg_fence();
+#pragma unroll
+        for (int kc = 0; kc < KC; kc++)
+          if (kc < nk)
+            wgmma_e4m3<DC>(acc, pa[kc], wg_desc(sV + dc * DC * BN + kc * 32, BN), kc > 0);
+        wg_commit();
+        wg_wait<0>();
+        reg_fence(acc);
+        if (rescale) {
+#pragma unroll
+          for (int i = 0; i < DC / 2; i++)
+            o[dc][i] = fmaf(o[dc][i], o_scale[(i >> 1) & 1], acc[i]);
+        } else {
+#pragma unroll
+          for (int i = 0; i < DC / 2; i++)
+            o[dc][i] += acc[i];
+        }
+      }
+    } else {
+      if (rescale) {
+#pragma unroll
+        for (int dc = 0; dc < NDC; dc++)
+#pragma unroll
+          for (int i = 0; i < DC / 2; i++)
+            o[dc][i] *= o_scale[(i >> 1) & 1];
+      }
+      wg_fence();
+#pragma unroll
+      for (int dc = 0; dc < NDC; dc++)
+#pragma unroll
+        for (int kc = 0; kc < KC; kc++)
+          if (kc < nk)
+            wgmma_e4m3<DC>(o[dc], pa[kc], wg_desc(sV + dc * DC * BN + kc * 32, BN), 1);
+      wg_commit();
+      wg_wait<0>();
+#pragma unroll
+      for (int dc = 0; dc < NDC; dc++)
+        reg_fence(o[dc]);
+    }
+    mbar_arrive(SJ_EMPTY(st)); // this thread is done with the stage
+  }
+
+  // ---- epilogue: normalize, undo V scaling, stage, store whole rows
+  consumer_sync(); // both consumers are done with every tile
+  const bool smooth_v = (a.flags & SJ_F_SMOOTH_V) != 0;
+  const i64 lse0 = lse_row0(G, sq, b, h);
+  const float *vs = (const float *)a.v_scale + bhk * D;
+  const float *vm = (const float *)a.v_mean + bhk * D;
+#pragma unroll
+  for (int hf = 0; hf < 2; hf++) {
+    const float dsum = quad_sum(l[hf]);
+    const int lrow = cw * 16 + g + 8 * hf;
+    const int row = q0 + lrow;
+    const float inv = dsum > 0.f ? 1.0f / dsum : 0.f;
+#pragma unroll
+    for (int dc = 0; dc < NDC; dc++)
+#pragma unroll
+      for (int n = 0; n < DC / 8; n++) {
+        const int ch = dc * DC + n * 8 + 2 * t;
+        float v0 = o[dc][4 * n + 2 * hf] * inv * vs[ch];
+        float v1 = o[dc][4 * n + 2 * hf + 1] * inv * vs[ch + 1];
+        if (smooth_v && dsum > 0.f) {
+          v0 += vm[ch];
+          v1 += vm[ch + 1];
+        }
+        *(u32 *)(smem + lrow * S::O_PITCH + ch * 2) = pack2<DT>(v0, v1);
+      }
+    if ((a.flags & SJ_F_LSE) && t == 0 && row < len_q) {
+      float lv;
+      if (dsum > 0.f) {
+        lv = (m[hf] + __log2f(dsum) - P_OFFSET) * a.lse_scale;
+        if (a.flags & SJ_F_SMOOTH_K)
+          lv += a.sm_scale_log2 * LN2 * ((const float *)a.qk_mean)[lse0 + row];
+      } else {
+        lv = neg_inf();
+      }
+      ((float *)a.lse)[lse0 + row] = lv;
+    }
+  }
+  consumer_sync();
+  const i64 o_base = user_base(G.cu_q != 0, sq, b, a.o_sb, a.o_sn) + (i64)h * a.o_sh;
+  constexpr int CPR = D / 8; // 16-byte chunks per row
+  for (int i = threadIdx.x - 128; i < BLK_Q * CPR; i += 256) {
+    const int lrow = i / CPR, c = i % CPR;
+    const int row = q0 + lrow;
+    if (row >= len_q)
+      continue;
+    const u32x4 v = *(const u32x4 *)(smem + lrow * S::O_PITCH + c * 16);
+    *(u32x4 *)((u8 *)a.o + (o_base + (i64)row * a.o_sn) * 2 + c * 16) = v;
+  }
+#undef SJ_K_FULL
+#undef SJ_V_FULL
+#undef SJ_EMPTY
+#endif // __CUDA_ARCH_FEAT_SM90_ALL
+}
+
+} // namespace sj
