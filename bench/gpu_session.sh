@@ -68,12 +68,25 @@ for step in "$@"; do
     wgcheck)
       # the wgmma family over the self-check matrix, every option
       timeout 300 $cli check --family wgmma --head-dim 64,128,256 --dtype fp16,bf16 \
-        --quant per_block,per_warp,per_thread --accum fp32,fp32+fp32 > "$OUT/wgcheck.log" 2>&1
+        --quant per_block,per_warp,per_thread > "$OUT/wgcheck.log" 2>&1
       echo "wgcheck rc=$?"; grep -E "FAIL|passed|failed" "$OUT/wgcheck.log" | head -30 ;;
+    wgquick)
+      timeout 200 $cli check --quick --family wgmma --head-dim 64,128,256 --dtype fp16,bf16 \
+        --quant per_block,per_warp,per_thread > "$OUT/wgquick.log" 2>&1
+      echo "wgquick rc=$?"; grep -E "FAIL|passed|failed" "$OUT/wgquick.log" | head -30
+      awk '$NF=="PASS"{if($(NF-4)+0>w)w=$(NF-4)+0} END{print "worst rel_l2", w}' "$OUT/wgquick.log" ;;
     wgbench)
       # wgmma beside fp8pv, then SDPA in the same call (D=128 and 64)
       timeout 300 $cli bench --family wgmma,fp8pv --head-dim 128,64 --causal 0,1 > "$OUT/wgbench.log" 2>&1
       echo "wgbench rc=$?"; cut -c1-200 "$OUT/wgbench.log" | grep -v "^sagejit" ;;
+    wgncu)
+      # one wgmma launch at 4K, D=128: stall reasons, pipes, hot SASS
+      timeout 300 ncu --clock-control none -k regex:attn_wgmma --launch-skip 2 --launch-count 1 \
+        --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats \
+        --section SchedulerStats --section InstructionStats --section SourceCounters \
+        --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
+        $cli bench --family wgmma --head-dim 128 --seq 4096 --causal 0 --iters 1 --warmup 1 > "$OUT/wgncu.txt" 2>&1
+      echo "wgncu rc=$?"; grep -vE "^ *-+ *$|^==PROF==" "$OUT/wgncu.txt" | grep -E "stalled|Throughput|Issued|Eligible|Pipe|Ipc|Duration|Active|Warp Cycles|No Eligible" | sed 's/  */ /g' | head -60 ;;
     wgsass)
       python3 bench/dump_sass.py "$SAGEJIT_CACHE_DIR/kernels.db" "attn_wgmma<sj::FP16,128,false,sj::PER_THREAD,sj::ACC_FP32_FP32" "$OUT/attn_wgmma" | cut -c1-600
       grep -cE "LDL|STL" "$OUT/attn_wgmma.sass" ;;

@@ -16,6 +16,8 @@
 #             130x333.
 #  racecheck  sagejit check --quick, head dim 64 (fp16) and 128 (bf16), both
 #             families with their default accumulation.
+#  On sm_90 also the wgmma family: memcheck at head dims 64, 128, 256 with
+#             every granularity, racecheck over all three head dims.
 # Kernels are JIT-compiled by NVRTC into OUTDIR/cache on first use (host
 # work, not slowed by the sanitizer).  The verdict is the last line:
 # PASS when every run exits 0 and reports no error.  Exit 0 on PASS, 1 on
@@ -79,6 +81,13 @@ san mem-check-fp16pv-d64  memcheck "$cli" $q --family fp16pv --accum fp32,fp16+f
 san mem-check-fp16pv-d128 memcheck "$cli" $q --family fp16pv --accum fp32,fp16+fp32 --head-dim 128 --dtype bf16
 san mem-check-fp8pv-d64   memcheck "$cli" $q --family fp8pv --accum fp32,fp32+fp32,fp32+fp16 --head-dim 64 --dtype fp16
 san mem-check-fp8pv-d128  memcheck "$cli" $q --family fp8pv --accum fp32,fp32+fp32,fp32+fp16 --head-dim 128 --dtype bf16
+if [ "$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n 1)" = 9.0 ]; then
+  # the wgmma family (sm_90a): TMA, mbarriers and wgmma, every head dim
+  san mem-check-wgmma-d64   memcheck "$cli" $q --family wgmma --quant per_block,per_thread --head-dim 64 --dtype fp16
+  san mem-check-wgmma-d128  memcheck "$cli" $q --family wgmma --quant per_warp,per_thread --head-dim 128 --dtype bf16
+  san mem-check-wgmma-d256  memcheck "$cli" $q --family wgmma --head-dim 256 --dtype fp16
+  san race-check-wgmma      racecheck "$cli" $q --family wgmma --head-dim 64,128,256 --dtype fp16
+fi
 san mem-faults-nonfinite  memcheck "$faults" nonfinite
 san mem-faults-padding    memcheck "$faults" padding
 # racecheck: shared memory hazards of both families' kernels

@@ -118,8 +118,8 @@ typedef enum sj_layout { SJ_LAYOUT_HND = 1, SJ_LAYOUT_NHD = 2 } sj_layout;
  *          sm103, sm110, sm120, sm121; needs sm89 or newer)
  *  WGMMA:  INT8 Q.K^T + FP8 e4m3 P.V, wgmma + TMA, warp specialized
  *          (default on sm90; sm_90a only).  Head dims 64, 128, 256 and
- *          fp32 / fp32+fp32 accumulation; under AUTO other combinations
- *          fall back to FP8PV. */
+ *          fp32+fp32 accumulation; under AUTO other combinations fall back
+ *          to FP8PV. */
 typedef enum sj_family {
   SJ_FAMILY_AUTO = 0,
   SJ_FAMILY_FP16PV = 1,

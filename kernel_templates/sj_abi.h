@@ -42,7 +42,7 @@ typedef struct sj_finalize_args {
  * [b][hk][D][seq_kv_pad] e4m3 (tokens permuted inside groups of 16), qk_mean
  * and lse [b][hq][seq_q].  Varlen: q8 [hq][rows_q][D] with sequence b at
  * row cu_q[b] + 128 b, k8 [hk][rows_kv][D] at cu_kv[b] + 64 b, v8
- * [hk][D][cols_kv] at column 16-aligned(cu_kv[b]) + 80 b, qk_mean and lse
+ * [hk][D][cols_kv] at column 16-aligned(cu_kv[b]) + SJ_V8_GAP b, qk_mean and lse
  * [hq][total_q].  Scales fp32 [b][h][n_blk][group] (docs/kernels.md). */
 typedef struct sj_geom {
   sj_ptr cu_q, cu_kv; /* 0 for dense calls */
@@ -109,6 +109,11 @@ typedef struct sj_ref_args {
   float sm_scale;
   int pad_;
 } sj_ref_args;
+
+/* Varlen v8: columns between sequences, room for the 16-alignment of each
+ * sequence's start and for the zero blocks written past its end, up to the
+ * next multiple of 128 keys (the wgmma family's tile). */
+#define SJ_V8_GAP 144
 
 /* flags */
 #define SJ_F_SMOOTH_K 1  /* subtract the K mean */

@@ -18,9 +18,10 @@
 // of wgmma k32 the mma.m16n8k32 layout, so the V permutation of sj_quant.cuh
 // and the Q/K scale layouts of the mma families carry over with WARP_Q = 16.
 //
-// Accumulation: ACC_FP32_FP32 gives each tile's P.V a fresh fp32 wgmma
-// accumulator and adds it to O in fp32 (the tensor core's fp8 accumulator
-// keeps fewer bits than fp32); ACC_FP32 accumulates into O directly.
+// Accumulation is two-level (ACC_FP32_FP32): each tile's P.V gets a fresh
+// wgmma accumulator, added to O in fp32 registers; the tensor core's e4m3
+// accumulator keeps too few bits to carry O across a long sequence.  Row
+// sums of P come from the tensor core too (P times a block of ones).
 #pragma once
 #include "sj_abi.h"
 #include "sj_common.cuh"
@@ -44,7 +45,9 @@ template <int D, int BN, int STAGES> struct WgSmem {
   static constexpr int Q_OFF = 0;
   static constexpr int K_OFF = Q_OFF + Q_BYTES;
   static constexpr int V_OFF = K_OFF + STAGES * K_BYTES;
-  static constexpr int BAR_OFF = V_OFF + STAGES * V_BYTES;
+  static constexpr int ONES_OFF = V_OFF + STAGES * V_BYTES; // 8 rows of e4m3 1.0
+  static constexpr int ONES_BYTES = 8 * BN;
+  static constexpr int BAR_OFF = ONES_OFF + 1024;
   static constexpr int N_BARS = 1 + 3 * STAGES; // q_full, k_full, v_full, empty
   static constexpr int BYTES = BAR_OFF + 8 * N_BARS;
   static constexpr int O_PITCH = 2 * D + 16; // epilogue staging, over Q/K/V
@@ -130,6 +133,11 @@ template <int N>
 __device__ __forceinline__ void wgmma_e4m3(float (&d)[N / 2], const u32 (&a)[4], u64 db,
                                            int sc);
 template <>
+__device__ __forceinline__ void wgmma_e4m3<8>(float (&d)[4], const u32 (&a)[4], u64 db,
+                                              int sc) {
+  wgmma_e4m3_n8(d, a, db, sc);
+}
+template <>
 __device__ __forceinline__ void wgmma_e4m3<64>(float (&d)[32], const u32 (&a)[4], u64 db,
                                                int sc) {
   wgmma_e4m3_n64(d, a, db, sc);
@@ -138,6 +146,54 @@ template <>
 __device__ __forceinline__ void wgmma_e4m3<128>(float (&d)[64], const u32 (&a)[4], u64 db,
                                                 int sc) {
   wgmma_e4m3_n128(d, a, db, sc);
+}
+
+// P.V for DC channels starting at the V tile row `sv`, all KC k-steps (V
+// columns past a sequence are zeros: see sj_quant.cuh).  `add`: accumulate
+// into d, else start fresh.
+template <int DC, int KC, int BN>
+__device__ __forceinline__ void pv_chunk(float (&d)[DC / 2], const u32 (&pa)[KC][4],
+                                         u32 sv, bool add) {
+#pragma unroll
+  for (int kc = 0; kc < KC; kc++)
+    wgmma_e4m3<DC>(d, pa[kc], wg_desc(sv + kc * 32, BN), add || kc > 0);
+}
+// Row sums of P through the tensor core: P times an 8-row block of ones.
+// Lane (g, t) gets sum(P[g]) in d[0], d[1] and sum(P[g + 8]) in d[2], d[3]:
+// the sum of the e4m3 P that P.V uses, with no FADD chain in the softmax.
+template <int KC, int BN>
+__device__ __forceinline__ void rowsum_p(float (&d)[4], const u32 (&pa)[KC][4],
+                                         u32 s_ones, bool add) {
+#pragma unroll
+  for (int kc = 0; kc < KC; kc++)
+    wgmma_e4m3<8>(d, pa[kc], wg_desc(s_ones + kc * 32, BN), add || kc > 0);
+}
+// Max of n floats as a tree (independent FMNMX, not one dependent chain).
+template <int N> __device__ __forceinline__ float tree_max(const float *x) {
+  if constexpr (N == 1)
+    return x[0];
+  else
+    return fmaxf(tree_max<N / 2>(x), tree_max<N - N / 2>(x + N / 2));
+}
+// Four floats -> four e4m3 bytes, x0 in the low byte.
+__device__ __forceinline__ u32 pack4_e4m3(float x0, float x1, float x2, float x3) {
+  u32 lo = pack_e4m3x2(x0, x1), hi = pack_e4m3x2(x2, x3), r;
+  asm("prmt.b32 %0, %1, %2, 0x5410;" : "=r"(r) : "r"(lo), "r"(hi));
+  return r;
+}
+// Two-level accumulation: O = O * o_scale(row) + tile result.
+template <int N>
+__device__ __forceinline__ void fold(float (&o)[N], const float (&acc)[N],
+                                     const float (&o_scale)[2]) {
+  if (__any_sync(0xffffffffu, o_scale[0] != 1.f || o_scale[1] != 1.f)) {
+#pragma unroll
+    for (int i = 0; i < N; i++)
+      o[i] = fmaf(o[i], o_scale[(i >> 1) & 1], acc[i]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; i++)
+      o[i] += acc[i];
+  }
 }
 
 #endif // __CUDA_ARCH_FEAT_SM90_ALL
@@ -151,10 +207,15 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
   constexpr int CH = S::CH, NCH = S::NCH;
   constexpr int NS = BN / 8;        // n8 column groups of S
   constexpr int KC = BN / 32;       // k-steps of P.V
-  constexpr int DC = D < 128 ? D : 128; // channels per P.V wgmma
+  // Channels per P.V wgmma: the whole head up to 128; at D = 256, 64 (O,
+  // S and the tile accumulator must share 240 registers).
+  constexpr int DC = D < 128 ? D : (D == 256 ? 64 : 128);
   constexpr int NDC = D / DC;
   constexpr int KB = BN / BLK_K;    // K scale blocks per tile
-  constexpr bool TWO_LEVEL = ACC == ACC_FP32_FP32;
+  // Only two-level accumulation: the tensor core's e4m3 accumulator keeps
+  // too few bits to carry O across a long sequence (accumulating in it
+  // directly measured relative L2 3.2e-1 at N = 16K; bench/NOTES.md).
+  static_assert(ACC == ACC_FP32_FP32, "the wgmma family accumulates fp32+fp32");
   constexpr float TAU = 4.0f;       // lazy rescale threshold (log2 units)
   constexpr float P_OFFSET = FP8_P_OFFSET - TAU;
   constexpr int MAGIC_I = 0x4B400000;
@@ -265,15 +326,20 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
       o[dc][i] = 0.f;
   float m[2] = {neg_inf(), neg_inf()}, l[2] = {0.f, 0.f};
 
-  mbar_wait(q_full, 0);
-  for (int j = 0; j < n_tiles; j++) {
-    const int st = j % STAGES, par = (j / STAGES) & 1;
-    const u32 sK = sK0 + st * S::K_BYTES, sV = sV0 + st * S::V_BYTES;
+  // Q.K^T of tile j + 1 runs while the softmax of tile j does (registers:
+  // O, S in flight, the float scores and P, about 210 of 240); the two
+  // consumers also overlap each other.  (Forced turns through named
+  // barriers, as FlashAttention-3 does, measured 3-8 % slower here:
+  // bench/NOTES.md.)  Every wgmma is issued on a straight path (no
+  // data-dependent branch around one), else ptxas serializes them.
+  float o_scale[2] = {1.f, 1.f}; // rescale of the tile whose P is held
+  u32 pa[KC][4];                 // P of the previous tile, e4m3
+  i32 s[BN / 2];
+  float acc[DC / 2];                 // P.V of one tile
+  float lsum[4] = {0.f, 0.f, 0.f, 0.f}; // its row sums (rowsum_p)
+  const u32 s_ones = s_base + S::ONES_OFF;
 
-    // ---- S = Q K^T
-    i32 s[BN / 2];
-    mbar_wait(SJ_K_FULL(st), par);
-    wg_fence();
+  auto issue_qk = [&](u32 sK) {
 #pragma unroll
     for (int kk = 0; kk < D / 32; kk++) {
       const int c = kk * 32 / CH, in = kk * 32 % CH;
@@ -281,31 +347,62 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
       const u64 db = wg_desc(sK + c * BN * CH + in, CH);
       wgmma_s8<BN>(s, da, db, kk > 0);
     }
-    wg_commit();
-    wg_wait<0>();
-    reg_fence(s);
-
-    // ---- dequantize, mask, online softmax (rows g and g + 8)
-    float mult[KB];
-    {
-      const float *ks = (const float *)a.k_scale;
+  };
+  // P.V of the held P: the first channel chunk (two-level) or all of them
+  // (O in the tensor core); not committed.
+  auto issue_pv = [&](u32 sV) {
+    pv_chunk<DC, KC, BN>(acc, pa, sV, false);
+    rowsum_p<KC, BN>(lsum, pa, s_ones, false);
+  };
+  // After the wait: fold the P.V result into O (and run the remaining
+  // channel chunks of a wide head), then free the stage.
+  auto finish_pv = [&](u32 sV, int stage) {
+    reg_fence(lsum);
+    reg_fence(acc);
+    l[0] = fmaf(l[0], o_scale[0], lsum[0]);
+    l[1] = fmaf(l[1], o_scale[1], lsum[2]);
+    fold(o[0], acc, o_scale);
 #pragma unroll
-      for (int kb = 0; kb < KB; kb++) {
-        // A block past the key range has no scale; its keys are masked.
-        const int blk = min(j * KB + kb, G.n_kblk - 1);
-        const i64 base = bhk * G.n_kblk + blk;
-        const float k_scale = QG == PER_THREAD ? ks[base * 4 + t] : ks[base];
-        mult[kb] = fmaxf(q_mult * k_scale, 1e-30f); // never 0 or NaN
-      }
+    for (int dc = 1; dc < NDC; dc++) {
+      wg_fence();
+      pv_chunk<DC, KC, BN>(acc, pa, sV + dc * DC * BN, false);
+      wg_commit();
+      wg_wait<0>();
+      reg_fence(acc);
+      fold(o[dc], acc, o_scale);
     }
+    mbar_arrive(SJ_EMPTY(stage)); // this thread is done with the stage
+  };
+  // Dequantize, mask, online softmax (rows g and g + 8), P -> e4m3.
+  // K scales are loaded one tile ahead: a global load right after the
+  // GEMM wait would stall the softmax for its whole latency.
+  float ksc[KB];
+  auto load_kscale = [&](int j) {
+    const float *ks = (const float *)a.k_scale;
+#pragma unroll
+    for (int kb = 0; kb < KB; kb++) {
+      // A block past the key range has no scale; its keys are masked.
+      const int blk = min(j * KB + kb, G.n_kblk - 1);
+      const i64 base = bhk * G.n_kblk + blk;
+      ksc[kb] = QG == PER_THREAD ? ks[base * 4 + t] : ks[base];
+    }
+  };
+  // S (int32) -> sf (float, masked); frees s for the next Q.K^T.  Called
+  // with a literal `mask` at two sites, so each inlined copy is specialized
+  // and the common path carries no per-score compare and select.
+  float sf[BN / 2], mult[KB];
+  auto convert = [&](int j, bool mask) {
+#pragma unroll
+    for (int kb = 0; kb < KB; kb++)
+      mult[kb] = fmaxf(q_mult * ksc[kb], 1e-30f); // never 0 or NaN
+    load_kscale(j + 1);
     const int key0 = j * BN;
-    const bool need_mask =
-        key0 + BN > len_kv || (CAUSAL && key0 + BN - 1 > row_base + causal_offset);
-    float sf[BN / 2];
 #pragma unroll
     for (int i = 0; i < BN / 2; i++) {
-      float v = __int_as_float(s[i] + MAGIC_I) - MAGIC_F;
-      if (need_mask) {
+      // 2^23 + 2^22 + s as a float: exact, and ordered like s.  The
+      // subtraction of that offset is folded into the softmax's FFMA.
+      float v = __int_as_float(s[i] + MAGIC_I);
+      if (mask) {
         const int key = key0 + (i / 4) * 8 + 2 * t + (i & 1);
         const int row = row_base + g + 8 * ((i >> 1) & 1);
         if (key >= len_kv || (CAUSAL && key > row + causal_offset))
@@ -313,17 +410,28 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
       }
       sf[i] = v;
     }
-    float o_scale[2];
+  };
+  auto convert_tile = [&](int j) {
+    const int key0 = j * BN;
+    if (key0 + BN > len_kv || (CAUSAL && key0 + BN - 1 > row_base + causal_offset))
+      convert(j, true);
+    else
+      convert(j, false);
+  };
+  auto softmax = [&]() {
 #pragma unroll
     for (int hf = 0; hf < 2; hf++) {
       float mx = neg_inf();
 #pragma unroll
       for (int kb = 0; kb < KB; kb++) {
-        float mk = neg_inf();
+        constexpr int NB = NS / KB; // column groups per K scale block
+        float v[2 * NB];
 #pragma unroll
-        for (int n = kb * (NS / KB); n < (kb + 1) * (NS / KB); n++)
-          mk = fmaxf(mk, fmaxf(sf[4 * n + 2 * hf], sf[4 * n + 2 * hf + 1]));
-        mx = fmaxf(mx, mk * mult[kb]);
+        for (int n = 0; n < NB; n++) {
+          v[2 * n] = sf[4 * (kb * NB + n) + 2 * hf];
+          v[2 * n + 1] = sf[4 * (kb * NB + n) + 2 * hf + 1];
+        }
+        mx = fmaxf(mx, (tree_max<2 * NB>(v) - MAGIC_F) * mult[kb]);
       }
       mx = quad_max(mx);
       const float m_old = m[hf];
@@ -332,79 +440,79 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
       const float m_ref = m_new == neg_inf() ? 0.f : m_new;
       o_scale[hf] = upd ? fast_exp2(m_old - m_ref) : 1.f;
       m[hf] = m_new;
+      // p = 2^((x - MAGIC_F) mult - m_ref + P_OFFSET) = 2^(x mult - c): one
+      // FFMA.  x mult rounds at 2^-24 of MAGIC_F mult, about 1e-5 in log2
+      // units for real scales: far below the INT8 score error.
       const float sub = m_ref - P_OFFSET;
-      float sum = 0.f;
+      float c[KB];
+#pragma unroll
+      for (int kb = 0; kb < KB; kb++)
+        c[kb] = fmaf(MAGIC_F, mult[kb], sub);
 #pragma unroll
       for (int n = 0; n < NS; n++)
 #pragma unroll
-        for (int e = 0; e < 2; e++) {
-          const float p = fast_exp2(fmaf(sf[4 * n + 2 * hf + e], mult[n / (NS / KB)], -sub));
-          sf[4 * n + 2 * hf + e] = p;
-          sum += p;
-        }
-      l[hf] = l[hf] * o_scale[hf] + sum;
+        for (int e = 0; e < 2; e++)
+          sf[4 * n + 2 * hf + e] =
+              fast_exp2(fmaf(sf[4 * n + 2 * hf + e], mult[n / (NS / KB)], -c[n / (NS / KB)]));
     }
-    // P -> e4m3 A fragments: k-step kc covers column groups 4kc .. 4kc + 3
-    u32 pa[KC][4];
+    // k-step kc of P.V covers column groups 4kc .. 4kc + 3
 #pragma unroll
     for (int kc = 0; kc < KC; kc++) {
       const float *s0 = sf + 16 * kc, *s1 = s0 + 4, *s2 = s0 + 8, *s3 = s0 + 12;
-      pa[kc][0] = (u32)pack_e4m3x2(s0[0], s0[1]) | ((u32)pack_e4m3x2(s1[0], s1[1]) << 16);
-      pa[kc][1] = (u32)pack_e4m3x2(s0[2], s0[3]) | ((u32)pack_e4m3x2(s1[2], s1[3]) << 16);
-      pa[kc][2] = (u32)pack_e4m3x2(s2[0], s2[1]) | ((u32)pack_e4m3x2(s3[0], s3[1]) << 16);
-      pa[kc][3] = (u32)pack_e4m3x2(s2[2], s2[3]) | ((u32)pack_e4m3x2(s3[2], s3[3]) << 16);
+      pa[kc][0] = pack4_e4m3(s0[0], s0[1], s1[0], s1[1]);
+      pa[kc][1] = pack4_e4m3(s0[2], s0[3], s1[2], s1[3]);
+      pa[kc][2] = pack4_e4m3(s2[0], s2[1], s3[0], s3[1]);
+      pa[kc][3] = pack4_e4m3(s2[2], s2[3], s3[2], s3[3]);
     }
+  };
 
-    // ---- O = O * o_scale + P V.  Only k-steps with written V columns
-    // run: past the sequence a varlen tile may hold stale bytes (NaN * 0
-    // would be NaN).  The quantizer writes whole 64-key blocks.
-    const int nk = min(KC, (min(len_kv - key0, BN) + 31) / 32);
-    const bool rescale = __any_sync(0xffffffffu, o_scale[0] != 1.f || o_scale[1] != 1.f);
-    mbar_wait(SJ_V_FULL(st), par);
-    if (TWO_LEVEL) {
-#pragma unroll
-      for (int dc = 0; dc < NDC; dc++) {
-        float acc[DC / 2];
-        wg_fence();
-#pragma unroll
-        for (int kc = 0; kc < KC; kc++)
-          if (kc < nk)
-            wgmma_e4m3<DC>(acc, pa[kc], wg_desc(sV + dc * DC * BN + kc * 32, BN), kc > 0);
-        wg_commit();
-        wg_wait<0>();
-        reg_fence(acc);
-        if (rescale) {
-#pragma unroll
-          for (int i = 0; i < DC / 2; i++)
-            o[dc][i] = fmaf(o[dc][i], o_scale[(i >> 1) & 1], acc[i]);
-        } else {
-#pragma unroll
-          for (int i = 0; i < DC / 2; i++)
-            o[dc][i] += acc[i];
-        }
-      }
-    } else {
-      if (rescale) {
-#pragma unroll
-        for (int dc = 0; dc < NDC; dc++)
-#pragma unroll
-          for (int i = 0; i < DC / 2; i++)
-            o[dc][i] *= o_scale[(i >> 1) & 1];
-      }
+  // The ones block of rowsum_p, written once (generic-proxy stores that the
+  // tensor core reads: fence, then a barrier among the consumers).
+  reinterpret_cast<u32 *>(smem + S::ONES_OFF)[threadIdx.x - 128] = 0x38383838u;
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  consumer_sync();
+  load_kscale(0);
+  mbar_wait(q_full, 0);
+  if (n_tiles > 0) {
+    mbar_wait(SJ_K_FULL(0), 0);
+    wg_fence();
+    issue_qk(sK0);
+    wg_commit();
+    wg_wait<0>();
+    reg_fence(s);
+    // Step j: S(j) -> sf; Q.K^T of tile j + 1 runs during the softmax of
+    // tile j; then P.V of tile j, and both are waited for.  (Overlapping
+    // P.V(j) with the conversion of S(j + 1) as well needs the tile
+    // accumulator live next to S and the scores: it spilled.)
+    for (int j = 0; j < n_tiles - 1; j++) {
+      convert_tile(j);
+      const int st1 = (j + 1) % STAGES, par1 = ((j + 1) / STAGES) & 1;
+      mbar_wait(SJ_K_FULL(st1), par1);
       wg_fence();
-#pragma unroll
-      for (int dc = 0; dc < NDC; dc++)
-#pragma unroll
-        for (int kc = 0; kc < KC; kc++)
-          if (kc < nk)
-            wgmma_e4m3<DC>(o[dc], pa[kc], wg_desc(sV + dc * DC * BN + kc * 32, BN), 1);
+      issue_qk(sK0 + st1 * S::K_BYTES);
+      wg_commit();
+      softmax();
+      const int st = j % STAGES, par = (j / STAGES) & 1;
+      const u32 sV = sV0 + st * S::V_BYTES;
+      mbar_wait(SJ_V_FULL(st), par);
+      wg_fence();
+      issue_pv(sV);
       wg_commit();
       wg_wait<0>();
-#pragma unroll
-      for (int dc = 0; dc < NDC; dc++)
-        reg_fence(o[dc]);
+      reg_fence(s);
+      finish_pv(sV, st);
     }
-    mbar_arrive(SJ_EMPTY(st)); // this thread is done with the stage
+    // the last tile: no Q.K^T to overlap
+    const int j = n_tiles - 1, st = j % STAGES, par = (j / STAGES) & 1;
+    const u32 sV = sV0 + st * S::V_BYTES;
+    convert_tile(j);
+    softmax();
+    mbar_wait(SJ_V_FULL(st), par);
+    wg_fence();
+    issue_pv(sV);
+    wg_commit();
+    wg_wait<0>();
+    finish_pv(sV, st);
   }
 
   // ---- epilogue: normalize, undo V scaling, stage, store whole rows
@@ -415,7 +523,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
   const float *vm = (const float *)a.v_mean + bhk * D;
 #pragma unroll
   for (int hf = 0; hf < 2; hf++) {
-    const float dsum = quad_sum(l[hf]);
+    const float dsum = l[hf]; // the whole row's sum in every lane of the quad
     const int lrow = cw * 16 + g + 8 * hf;
     const int row = q0 + lrow;
     const float inv = dsum > 0.f ? 1.0f / dsum : 0.f;

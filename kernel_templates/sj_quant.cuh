@@ -292,8 +292,13 @@ __device__ __forceinline__ void quant_v_block(const sj_quant_args &a, int blk,
   const sj_geom &G = a.g;
   const Seq sk = seq_kv(G, b);
   const int n0 = blk * BLK_K;
-  if (n0 >= sk.len)
-    return; // past this sequence (varlen): nothing to write
+  // Blocks up to the sequence's end; varlen sequences also get zero blocks
+  // up to the next multiple of 128 keys (inside SJ_V8_GAP), so that a
+  // 128-key tile never reads stale bytes (an e4m3 NaN times P = 0 is NaN).
+  // Dense tiles read zeros past seq_kv_pad from the TMA unit instead.
+  const int limit = G.cu_kv ? round_up(sk.len, 128) : sk.len;
+  if (n0 >= limit)
+    return; // past this sequence: nothing to write
   const i64 bh = (i64)b * G.heads_kv + h;
   const u8 *src = (const u8 *)a.v +
                   (user_base(G.cu_kv != 0, sk, b, a.v_sb, a.v_sn) + (i64)h * a.v_sh) * 2;

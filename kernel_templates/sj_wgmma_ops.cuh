@@ -30,6 +30,17 @@ __device__ __forceinline__ void wgmma_s8_n128(i32 (&d)[64], u64 da, u64 db,
                : "l"(da), "l"(db), "r"(scale_d));
 }
 
+// O(64x8 f32) (+)= P(64x32 e4m3, registers) V(8x32 e4m3, smem)^T.
+__device__ __forceinline__ void wgmma_e4m3_n8(float (&d)[4], const u32 (&a)[4],
+                                                u64 db, int scale_d) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 "
+               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, p, 1, 1;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db),
+                 "r"(scale_d));
+}
+
 // O(64x64 f32) (+)= P(64x32 e4m3, registers) V(64x32 e4m3, smem)^T.
 __device__ __forceinline__ void wgmma_e4m3_n64(float (&d)[32], const u32 (&a)[4],
                                                 u64 db, int scale_d) {

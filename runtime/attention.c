@@ -373,8 +373,9 @@ static sj_status validate_varlen(sj_context *ctx, const sj_varlen_params *p,
                              {"max_seqlen_kv", p->max_seqlen_kv, 0,
                               INT32_MAX / 2}};
   SJ_FORWARD(check_sizes(ctx, sizes, sizeof sizes / sizeof *sizes));
-  /* Padded rows (128 per sequence) must still fit the kernels' int. */
-  const int64_t tmax = INT32_MAX / 2 - 128 * p->batch; /* batch <= 65535 */
+  /* Padded rows (128 per sequence; v8 columns SJ_V8_GAP + 16) must still
+   * fit the kernels' int. */
+  const int64_t tmax = INT32_MAX / 2 - (SJ_V8_GAP + 16) * p->batch;
   const size_rule totals[] = {{"total_q", p->total_q, 0, tmax},
                               {"total_kv", p->total_kv, 0, tmax}};
   SJ_FORWARD(check_sizes(ctx, totals, sizeof totals / sizeof *totals));
@@ -515,7 +516,7 @@ static sj_status make_layout(sj_context *ctx, const call *c, layout *l) {
     g->total_kv = (int)c->total_kv;
     g->rows_q = (int)(c->total_q + BLK_Q * c->batch);
     g->rows_kv = (int)(c->total_kv + BLK_K * c->batch);
-    g->cols_kv = (int)((c->total_kv + 80 * c->batch + 16 + 15) / 16 * 16);
+    g->cols_kv = (int)((c->total_kv + SJ_V8_GAP * c->batch + 16 + 15) / 16 * 16);
     q_rows = (size_t)g->rows_q * HQ;
     kv_rows = (size_t)g->rows_kv * HK;
     v_cols = (size_t)g->cols_kv * HK;
@@ -608,6 +609,10 @@ enum {
   TMAP_OOB_ZERO = 0
 };
 
+static sj_status wgmma_maps_current(sj_context *ctx, const call *c,
+                                    const layout *l, CUdeviceptr ws,
+                                    sj_wgmma_args *wa);
+
 /* One 2-D byte tensor map: `rows` rows of `width` bytes, `pitch` apart,
  * read in boxes of box_w bytes by box_h rows, swizzled to box_w (64 or
  * 128); out-of-range box parts read as zeros. */
@@ -637,9 +642,26 @@ static sj_status encode_map(sj_context *ctx, sj_tmap *m, CUdeviceptr base,
   return SJ_OK;
 }
 
-/* The three TMA descriptors of the wgmma kernel (sj_abi.h). */
+/* The three TMA descriptors of the wgmma kernel (sj_abi.h).  The driver
+ * checks the addresses against the current context: a caller's thread need
+ * not have ours current, so it is pushed around the encoding. */
 static sj_status wgmma_maps(sj_context *ctx, const call *c, const layout *l,
                             CUdeviceptr ws, sj_wgmma_args *wa) {
+  CUresult r = ctx->cu->CtxPushCurrent(ctx->cuctx);
+  if (r != CUDA_SUCCESS) {
+    char err[256];
+    return sj_fail(ctx, SJ_ERR_CUDA, "cuCtxPushCurrent: %s",
+                   sj_cuda_error_text(r, err, sizeof err));
+  }
+  sj_status st = wgmma_maps_current(ctx, c, l, ws, wa);
+  CUcontext dummy;
+  ctx->cu->CtxPopCurrent(&dummy);
+  return st;
+}
+
+static sj_status wgmma_maps_current(sj_context *ctx, const call *c,
+                                    const layout *l, CUdeviceptr ws,
+                                    sj_wgmma_args *wa) {
   const sj_plan *pl = &c->plan;
   const uint64_t D = (uint64_t)c->head_dim;
   const unsigned ch = D < 128 ? (unsigned)D : 128, bn = (unsigned)pl->ksub;
@@ -778,7 +800,8 @@ static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
     qa.v_mean = ws + l.v_mean;
     qa.k_mean = ws + l.k_mean;
     qa.qk_mean = ws + l.qk_mean;
-    qa.n_vblk = fp8 ? l.g.n_kblk : 0;
+    /* varlen: one more V block, the zeros past the longest sequence */
+    qa.n_vblk = fp8 ? l.g.n_kblk + (c->varlen ? 1 : 0) : 0;
     qa.flags = (pl->smooth_k ? SJ_F_SMOOTH_K : 0) |
                (pl->smooth_v ? SJ_F_SMOOTH_V : 0) | (fp8 ? SJ_F_QUANT_V : 0) |
                (want_lse ? SJ_F_LSE : 0);

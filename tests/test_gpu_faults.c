@@ -378,7 +378,8 @@ static void test_nonfinite_confined(void **state) {
                {SJ_FAMILY_FP16PV, SJ_ACCUM_FP16_FP32},
                {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32},
                {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP32},
-               {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP16}};
+               {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP16},
+               {SJ_FAMILY_WGMMA, SJ_ACCUM_FP32_FP32}};
   sj_context *ctx = gpu_ctx();
   assert_int_equal(ctx->cu->CtxPushCurrent(ctx->cuctx), CUDA_SUCCESS);
   int ran = 0, idx = 0;
@@ -393,7 +394,7 @@ static void test_nonfinite_confined(void **state) {
         c.causal = causal;
         c.align = idx % 4 == 3 ? SJ_CAUSAL_BOTTOM_RIGHT : SJ_CAUSAL_TOP_LEFT;
         c.dt = idx % 2 ? SJ_DTYPE_BF16 : SJ_DTYPE_FP16;
-        c.smooth_v = c.fam == SJ_FAMILY_FP8PV && c.acc != SJ_ACCUM_FP32_FP16 &&
+        c.smooth_v = c.fam != SJ_FAMILY_FP16PV && c.acc != SJ_ACCUM_FP32_FP16 &&
                              idx % 3 == 0
                          ? 1
                          : -1;
@@ -449,10 +450,10 @@ static void test_padding_never_read(void **state) {
   const sj_cuda_api *cu = ctx->cu;
   assert_int_equal(cu->CtxPushCurrent(ctx->cuctx), CUDA_SUCCESS);
   int ran = 0;
-  for (int fam = SJ_FAMILY_FP16PV; fam <= SJ_FAMILY_FP8PV; fam++)
+  for (int fam = SJ_FAMILY_FP16PV; fam <= SJ_FAMILY_WGMMA; fam++)
     for (int d = 64; d <= 128; d += 64) {
       const int nq = 130, nk = 333, causal = d == 128;
-      const sj_dtype dt = fam == SJ_FAMILY_FP8PV ? SJ_DTYPE_BF16 : SJ_DTYPE_FP16;
+      const sj_dtype dt = fam != SJ_FAMILY_FP16PV ? SJ_DTYPE_BF16 : SJ_DTYPE_FP16;
       pview vq, vk, vo;
       pview_init(&vq, NHQ, nq, d);
       pview_init(&vk, NHK, nk, d);
@@ -561,7 +562,7 @@ static void attn_key(const sj_target *t, sj_family fam, sj_key *key) {
     fail_msg("key: %s", msg);
 }
 
-#define ATTN_ROW "kernel_name LIKE 'sj::attn\\_mma<%' ESCAPE '\\'"
+#define ATTN_ROW "(kernel_name LIKE 'sj::attn\\_mma<%' ESCAPE '\\' OR kernel_name LIKE 'sj::attn\\_wgmma<%' ESCAPE '\\')"
 #define FINALIZE_ROW "kernel_name LIKE 'sj::kv\\_finalize<%' ESCAPE '\\'"
 
 typedef enum substitute {

@@ -276,8 +276,7 @@ static void test_varlen_matrix(void **state) {
                {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32},
                {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP32},
                {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP16},
-               {SJ_FAMILY_WGMMA, SJ_ACCUM_FP32_FP32},
-               {SJ_FAMILY_WGMMA, SJ_ACCUM_FP32}};
+               {SJ_FAMILY_WGMMA, SJ_ACCUM_FP32_FP32}};
   static const int dims[] = {64, 128, 32, 96, 256};
   static const int wg_dims[] = {128, 64, 256};
   sj_context *ctx = gpu_ctx();

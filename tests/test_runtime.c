@@ -128,13 +128,18 @@ static void test_plan_defaults(void **state) {
   assert_int_equal(t90p.family, SJ_FAMILY_FP8PV);
   char name[256];
   assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_WGMMA, SJ_DTYPE_BF16, 256, 1,
-                                SJ_QUANT_PER_WARP, SJ_ACCUM_FP32, -1, 1, &p, msg,
-                                sizeof msg),
+                                SJ_QUANT_PER_WARP, SJ_ACCUM_FP32_FP32, -1, 1, &p,
+                                msg, sizeof msg),
                    SJ_OK);
   assert_int_equal(p.smooth_v, 1);
   assert_int_equal(sj_spec_name(&p.specs[3], name, sizeof name), 0);
   assert_string_equal(name, "sj::attn_wgmma<sj::BF16,256,true,sj::PER_WARP,"
-                            "sj::ACC_FP32,2,64>");
+                            "sj::ACC_FP32_FP32,3,64>");
+  /* fp32 (accumulating in the tensor core) goes to fp8pv under AUTO */
+  assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_AUTO, SJ_DTYPE_FP16, 128, 0, 0,
+                                SJ_ACCUM_FP32, -1, -1, &p, msg, sizeof msg),
+                   SJ_OK);
+  assert_int_equal(p.family, SJ_FAMILY_FP8PV);
 }
 
 static void test_plan_rejects(void **state) {
@@ -190,6 +195,9 @@ static void test_plan_rejects(void **state) {
                                 SJ_ACCUM_FP32_FP16, -1, -1, &p, msg, sizeof msg),
                    SJ_ERR_UNSUPPORTED);
   assert_non_null(strstr(msg, "wgmma"));
+  assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_WGMMA, SJ_DTYPE_FP16, 128, 0, 0,
+                                SJ_ACCUM_FP32, -1, -1, &p, msg, sizeof msg),
+                   SJ_ERR_UNSUPPORTED);
 }
 
 /* Every distinct spec a warm of a wide matrix produces has a distinct name:

@@ -67,7 +67,7 @@ def main():
     out = [HEAD]
     for n in (64, 128):
         out.append(s8(n))
-    for n in (64, 128):
+    for n in (8, 64, 128):
         out.append(e4m3(n))
     out.append(TAIL)
     print("".join(out), end="")
