@@ -109,13 +109,17 @@ template <int N> __device__ __forceinline__ void reg_fence(float (&r)[N]) {
     asm volatile("" : "+f"(r[i])::"memory");
 }
 // wgmma shared-memory descriptor of a K-major operand whose rows are
-// `row_bytes` (64 or 128) wide, swizzled to match: start address, leading
-// offset (unused for swizzled K-major), stride offset between 8-row groups
-// and the swizzle mode (1 = 128 B, 2 = 64 B).
-__device__ __forceinline__ u64 wg_desc(u32 saddr, int row_bytes) {
-  const u64 swz = row_bytes == 128 ? 1 : 2;
-  return (u64)((saddr & 0x3FFFF) >> 4) | ((u64)1 << 16) |
-         ((u64)((8 * row_bytes) >> 4) << 32) | (swz << 62);
+// ROW_BYTES (64 or 128) wide, swizzled to match.  `e` is the start address
+// >> 4 (shared addresses are < 2^18, so it fits the 14-bit field); the low
+// word adds the leading offset 1 (unused for swizzled K-major), the high
+// word is constant: the stride between 8-row groups and the swizzle mode
+// (1 = 128 B, 2 = 64 B).  Callers keep `e` and add k-step offsets to it, so
+// a descriptor costs one integer add.
+template <int ROW_BYTES> __device__ __forceinline__ u64 wg_desc(u32 e) {
+  constexpr u32 HI = ((8u * ROW_BYTES) >> 4) | ((ROW_BYTES == 128 ? 1u : 2u) << 30);
+  u64 d;
+  asm("mov.b64 %0, {%1, %2};" : "=l"(d) : "r"(e + 0x10000u), "n"(HI));
+  return d;
 }
 __device__ __forceinline__ void consumer_sync() {
   asm volatile("bar.sync 1, 256;\n" ::: "memory");
@@ -153,20 +157,20 @@ __device__ __forceinline__ void wgmma_e4m3<128>(float (&d)[64], const u32 (&a)[4
 // into d, else start fresh.
 template <int DC, int KC, int BN>
 __device__ __forceinline__ void pv_chunk(float (&d)[DC / 2], const u32 (&pa)[KC][4],
-                                         u32 sv, bool add) {
+                                         u32 ev, bool add) {
 #pragma unroll
   for (int kc = 0; kc < KC; kc++)
-    wgmma_e4m3<DC>(d, pa[kc], wg_desc(sv + kc * 32, BN), add || kc > 0);
+    wgmma_e4m3<DC>(d, pa[kc], wg_desc<BN>(ev + kc * 2), add || kc > 0);
 }
 // Row sums of P through the tensor core: P times an 8-row block of ones.
 // Lane (g, t) gets sum(P[g]) in d[0], d[1] and sum(P[g + 8]) in d[2], d[3]:
 // the sum of the e4m3 P that P.V uses, with no FADD chain in the softmax.
 template <int KC, int BN>
 __device__ __forceinline__ void rowsum_p(float (&d)[4], const u32 (&pa)[KC][4],
-                                         u32 s_ones, bool add) {
+                                         u32 e_ones, bool add) {
 #pragma unroll
   for (int kc = 0; kc < KC; kc++)
-    wgmma_e4m3<8>(d, pa[kc], wg_desc(s_ones + kc * 32, BN), add || kc > 0);
+    wgmma_e4m3<8>(d, pa[kc], wg_desc<BN>(e_ones + kc * 2), add || kc > 0);
 }
 // Max of n floats as a tree (independent FMNMX, not one dependent chain).
 template <int N> __device__ __forceinline__ float tree_max(const float *x) {
@@ -175,10 +179,16 @@ template <int N> __device__ __forceinline__ float tree_max(const float *x) {
   else
     return fmaxf(tree_max<N / 2>(x), tree_max<N - N / 2>(x + N / 2));
 }
-// Four floats -> four e4m3 bytes, x0 in the low byte.
+// Four floats -> four e4m3 bytes, x0 in the low byte: two conversions, the
+// second merging into the first (F2FP ... MERGE_C), no masks or permutes.
 __device__ __forceinline__ u32 pack4_e4m3(float x0, float x1, float x2, float x3) {
-  u32 lo = pack_e4m3x2(x0, x1), hi = pack_e4m3x2(x2, x3), r;
-  asm("prmt.b32 %0, %1, %2, 0x5410;" : "=r"(r) : "r"(lo), "r"(hi));
+  u32 r;
+  asm("{\n.reg .b16 lo, hi;\n"
+      "cvt.rn.satfinite.e4m3x2.f32 lo, %2, %1;\n"
+      "cvt.rn.satfinite.e4m3x2.f32 hi, %4, %3;\n"
+      "mov.b32 %0, {lo, hi};\n}"
+      : "=r"(r)
+      : "f"(x0), "f"(x1), "f"(x2), "f"(x3));
   return r;
 }
 // Two-level accumulation: O = O * o_scale(row) + tile result.
@@ -337,26 +347,29 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
   i32 s[BN / 2];
   float acc[DC / 2];                 // P.V of one tile
   float lsum[4] = {0.f, 0.f, 0.f, 0.f}; // its row sums (rowsum_p)
-  const u32 s_ones = s_base + S::ONES_OFF;
+  // Encoded (>> 4) shared addresses for the wgmma descriptors.
+  const u32 e_ones = (s_base + S::ONES_OFF) >> 4;
+  const u32 eQ = (sQ >> 4) + cg * (64 * CH / 16), eK0 = sK0 >> 4, eV0 = sV0 >> 4;
 
-  auto issue_qk = [&](u32 sK) {
+  auto issue_qk = [&](int stage) {
+    const u32 eK = eK0 + stage * (S::K_BYTES / 16);
 #pragma unroll
     for (int kk = 0; kk < D / 32; kk++) {
       const int c = kk * 32 / CH, in = kk * 32 % CH;
-      const u64 da = wg_desc(sQ + c * BLK_Q * CH + cg * 64 * CH + in, CH);
-      const u64 db = wg_desc(sK + c * BN * CH + in, CH);
+      const u64 da = wg_desc<CH>(eQ + (c * BLK_Q * CH + in) / 16);
+      const u64 db = wg_desc<CH>(eK + (c * BN * CH + in) / 16);
       wgmma_s8<BN>(s, da, db, kk > 0);
     }
   };
   // P.V of the held P: the first channel chunk (two-level) or all of them
   // (O in the tensor core); not committed.
-  auto issue_pv = [&](u32 sV) {
-    pv_chunk<DC, KC, BN>(acc, pa, sV, false);
-    rowsum_p<KC, BN>(lsum, pa, s_ones, false);
+  auto issue_pv = [&](int stage) {
+    pv_chunk<DC, KC, BN>(acc, pa, eV0 + stage * (S::V_BYTES / 16), false);
+    rowsum_p<KC, BN>(lsum, pa, e_ones, false);
   };
   // After the wait: fold the P.V result into O (and run the remaining
   // channel chunks of a wide head), then free the stage.
-  auto finish_pv = [&](u32 sV, int stage) {
+  auto finish_pv = [&](int stage) {
     reg_fence(lsum);
     reg_fence(acc);
     l[0] = fmaf(l[0], o_scale[0], lsum[0]);
@@ -365,7 +378,8 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
 #pragma unroll
     for (int dc = 1; dc < NDC; dc++) {
       wg_fence();
-      pv_chunk<DC, KC, BN>(acc, pa, sV + dc * DC * BN, false);
+      pv_chunk<DC, KC, BN>(acc, pa, eV0 + (stage * S::V_BYTES + dc * DC * BN) / 16,
+                           false);
       wg_commit();
       wg_wait<0>();
       reg_fence(acc);
@@ -476,7 +490,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
   if (n_tiles > 0) {
     mbar_wait(SJ_K_FULL(0), 0);
     wg_fence();
-    issue_qk(sK0);
+    issue_qk(0);
     wg_commit();
     wg_wait<0>();
     reg_fence(s);
@@ -489,30 +503,28 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
       const int st1 = (j + 1) % STAGES, par1 = ((j + 1) / STAGES) & 1;
       mbar_wait(SJ_K_FULL(st1), par1);
       wg_fence();
-      issue_qk(sK0 + st1 * S::K_BYTES);
+      issue_qk(st1);
       wg_commit();
       softmax();
       const int st = j % STAGES, par = (j / STAGES) & 1;
-      const u32 sV = sV0 + st * S::V_BYTES;
       mbar_wait(SJ_V_FULL(st), par);
       wg_fence();
-      issue_pv(sV);
+      issue_pv(st);
       wg_commit();
       wg_wait<0>();
       reg_fence(s);
-      finish_pv(sV, st);
+      finish_pv(st);
     }
     // the last tile: no Q.K^T to overlap
     const int j = n_tiles - 1, st = j % STAGES, par = (j / STAGES) & 1;
-    const u32 sV = sV0 + st * S::V_BYTES;
     convert_tile(j);
     softmax();
     mbar_wait(SJ_V_FULL(st), par);
     wg_fence();
-    issue_pv(sV);
+    issue_pv(st);
     wg_commit();
     wg_wait<0>();
-    finish_pv(sV, st);
+    finish_pv(st);
   }
 
   // ---- epilogue: normalize, undo V scaling, stage, store whole rows
