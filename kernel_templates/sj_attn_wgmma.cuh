@@ -155,21 +155,21 @@ __device__ __forceinline__ void wgmma_e4m3<128>(float (&d)[64], const u32 (&a)[4
 // P.V for DC channels starting at the V tile row `sv`, all KC k-steps (V
 // columns past a sequence are zeros: see sj_quant.cuh).  `add`: accumulate
 // into d, else start fresh.
-template <int DC, int KC, int BN>
+template <int DC, int KC, int BN, int K0 = 0, int K1 = KC>
 __device__ __forceinline__ void pv_chunk(float (&d)[DC / 2], const u32 (&pa)[KC][4],
                                          u32 ev, bool add) {
 #pragma unroll
-  for (int kc = 0; kc < KC; kc++)
+  for (int kc = K0; kc < K1; kc++)
     wgmma_e4m3<DC>(d, pa[kc], wg_desc<BN>(ev + kc * 2), add || kc > 0);
 }
 // Row sums of P through the tensor core: P times an 8-row block of ones.
 // Lane (g, t) gets sum(P[g]) in d[0], d[1] and sum(P[g + 8]) in d[2], d[3]:
 // the sum of the e4m3 P that P.V uses, with no FADD chain in the softmax.
-template <int KC, int BN>
+template <int KC, int BN, int K0 = 0, int K1 = KC>
 __device__ __forceinline__ void rowsum_p(float (&d)[4], const u32 (&pa)[KC][4],
                                          u32 e_ones, bool add) {
 #pragma unroll
-  for (int kc = 0; kc < KC; kc++)
+  for (int kc = K0; kc < K1; kc++)
     wgmma_e4m3<8>(d, pa[kc], wg_desc<BN>(e_ones + kc * 2), add || kc > 0);
 }
 // Max of n floats as a tree (independent FMNMX, not one dependent chain).
@@ -363,9 +363,16 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
   };
   // P.V of the held P: the first channel chunk (two-level) or all of them
   // (O in the tensor core); not committed.
-  auto issue_pv = [&](int stage) {
-    pv_chunk<DC, KC, BN>(acc, pa, eV0 + stage * (S::V_BYTES / 16), false);
-    rowsum_p<KC, BN>(lsum, pa, e_ones, false);
+  // P.V k-steps of the first (lo) or second (hi) half of the keys, first
+  // channel chunk, and their row sums.  (NVRTC has no generic lambdas: two
+  // lambdas rather than one over a compile-time range.)
+  auto issue_pv_lo = [&](int stage) {
+    pv_chunk<DC, KC, BN, 0, KC / 2>(acc, pa, eV0 + stage * (S::V_BYTES / 16), false);
+    rowsum_p<KC, BN, 0, KC / 2>(lsum, pa, e_ones, false);
+  };
+  auto issue_pv_hi = [&](int stage) {
+    pv_chunk<DC, KC, BN, KC / 2, KC>(acc, pa, eV0 + stage * (S::V_BYTES / 16), false);
+    rowsum_p<KC, BN, KC / 2, KC>(lsum, pa, e_ones, false);
   };
   // After the wait: fold the P.V result into O (and run the remaining
   // channel chunks of a wide head), then free the stage.
@@ -432,7 +439,11 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
     else
       convert(j, false);
   };
-  auto softmax = [&]() {
+  // Softmax of tile j, then its P.V: the exps and packing of the first
+  // half of the keys, their P.V k-steps issued, then the second half, so
+  // that the first P.V runs under the second half's exps.
+  auto softmax_pv = [&](int stage, int par) {
+    float c[2][KB];
 #pragma unroll
     for (int hf = 0; hf < 2; hf++) {
       float mx = neg_inf();
@@ -458,26 +469,38 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
       // FFMA.  x mult rounds at 2^-24 of MAGIC_F mult, about 1e-5 in log2
       // units for real scales: far below the INT8 score error.
       const float sub = m_ref - P_OFFSET;
-      float c[KB];
 #pragma unroll
       for (int kb = 0; kb < KB; kb++)
-        c[kb] = fmaf(MAGIC_F, mult[kb], sub);
-#pragma unroll
-      for (int n = 0; n < NS; n++)
-#pragma unroll
-        for (int e = 0; e < 2; e++)
-          sf[4 * n + 2 * hf + e] =
-              fast_exp2(fmaf(sf[4 * n + 2 * hf + e], mult[n / (NS / KB)], -c[n / (NS / KB)]));
+        c[hf][kb] = fmaf(MAGIC_F, mult[kb], sub);
     }
-    // k-step kc of P.V covers column groups 4kc .. 4kc + 3
+    // exps + packing of k-steps [K0, K1) (column groups 4 K0 .. 4 K1 - 1)
+    // (called with literal bounds: inlined, the loops unroll fully)
+    auto exp_pack = [&](const int K0, const int K1) {
 #pragma unroll
-    for (int kc = 0; kc < KC; kc++) {
-      const float *s0 = sf + 16 * kc, *s1 = s0 + 4, *s2 = s0 + 8, *s3 = s0 + 12;
-      pa[kc][0] = pack4_e4m3(s0[0], s0[1], s1[0], s1[1]);
-      pa[kc][1] = pack4_e4m3(s0[2], s0[3], s1[2], s1[3]);
-      pa[kc][2] = pack4_e4m3(s2[0], s2[1], s3[0], s3[1]);
-      pa[kc][3] = pack4_e4m3(s2[2], s2[3], s3[2], s3[3]);
-    }
+      for (int n = 4 * K0; n < 4 * K1; n++)
+#pragma unroll
+        for (int hf = 0; hf < 2; hf++)
+#pragma unroll
+          for (int e = 0; e < 2; e++)
+            sf[4 * n + 2 * hf + e] = fast_exp2(
+                fmaf(sf[4 * n + 2 * hf + e], mult[n / (NS / KB)], -c[hf][n / (NS / KB)]));
+#pragma unroll
+      for (int kc = K0; kc < K1; kc++) {
+        const float *s0 = sf + 16 * kc, *s1 = s0 + 4, *s2 = s0 + 8, *s3 = s0 + 12;
+        pa[kc][0] = pack4_e4m3(s0[0], s0[1], s1[0], s1[1]);
+        pa[kc][1] = pack4_e4m3(s0[2], s0[3], s1[2], s1[3]);
+        pa[kc][2] = pack4_e4m3(s2[0], s2[1], s3[0], s3[1]);
+        pa[kc][3] = pack4_e4m3(s2[2], s2[3], s3[2], s3[3]);
+      }
+    };
+    exp_pack(0, KC / 2);
+    mbar_wait(SJ_V_FULL(stage), par);
+    wg_fence();
+    issue_pv_lo(stage);
+    exp_pack(KC / 2, KC);
+    wg_fence();
+    issue_pv_hi(stage);
+    wg_commit();
   };
 
   // The ones block of rowsum_p, written once (generic-proxy stores that the
@@ -505,12 +528,8 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
       wg_fence();
       issue_qk(st1);
       wg_commit();
-      softmax();
       const int st = j % STAGES, par = (j / STAGES) & 1;
-      mbar_wait(SJ_V_FULL(st), par);
-      wg_fence();
-      issue_pv(st);
-      wg_commit();
+      softmax_pv(st, par);
       wg_wait<0>();
       reg_fence(s);
       finish_pv(st);
@@ -518,11 +537,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
     // the last tile: no Q.K^T to overlap
     const int j = n_tiles - 1, st = j % STAGES, par = (j / STAGES) & 1;
     convert_tile(j);
-    softmax();
-    mbar_wait(SJ_V_FULL(st), par);
-    wg_fence();
-    issue_pv(st);
-    wg_commit();
+    softmax_pv(st, par);
     wg_wait<0>();
     finish_pv(st);
   }
