@@ -87,6 +87,11 @@ for step in "$@"; do
         --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
         $cli bench --family wgmma --head-dim 128 --seq 4096 --causal 0 --iters 1 --warmup 1 > "$OUT/wgncu.txt" 2>&1
       echo "wgncu rc=$?"; grep -vE "^ *-+ *$|^==PROF==" "$OUT/wgncu.txt" | grep -E "stalled|Throughput|Issued|Eligible|Pipe|Ipc|Duration|Active|Warp Cycles|No Eligible" | sed 's/  */ /g' | head -60 ;;
+    prepncu)
+      # the three preprocessing kernels at N=4K, D=128 (wgmma plan): time and DRAM throughput
+      timeout 200 ncu --clock-control none -k regex:"kv_stats|kv_finalize|quant_qkv" --launch-skip 3 --launch-count 3 \
+        --section SpeedOfLight $cli bench --family wgmma --head-dim 128 --seq 4096 --causal 0 --iters 1 --warmup 1 > "$OUT/prepncu.txt" 2>&1
+      echo "prepncu rc=$?"; grep -E "kv_stats|kv_finalize|quant_qkv|Duration|DRAM Throughput|Memory Throughput" "$OUT/prepncu.txt" | sed 's/  */ /g' | head -20 ;;
     wgsass)
       python3 bench/dump_sass.py "$SAGEJIT_CACHE_DIR/kernels.db" "attn_wgmma<sj::FP16,128,false,sj::PER_THREAD,sj::ACC_FP32_FP32" "$OUT/attn_wgmma" | cut -c1-600
       grep -cE "LDL|STL" "$OUT/attn_wgmma.sass" ;;

@@ -155,6 +155,18 @@ template <int QG> __device__ __forceinline__ int k_group(int r) {
 template <int QG> struct KScales {
   static constexpr int PER_BLK = QG == PER_THREAD ? 4 : 1;
 };
+// Row k (0 <= k < ROWS / groups) of scale group g: the inverse of q_group /
+// k_group above.
+template <int QG, int WARP_Q, int ROWS, bool IS_K>
+__device__ __forceinline__ int group_row(int g, int k) {
+  if (IS_K)
+    return QG == PER_THREAD ? 8 * (k / 2) + 2 * g + (k % 2) : k;
+  if (QG == PER_BLOCK)
+    return k;
+  if (QG == PER_WARP)
+    return g * WARP_Q + k;
+  return (g / 8) * WARP_Q + g % 8 + 8 * k;
+}
 
 // Quantizes one block of ROWS rows of Q (IS_K false) or K (IS_K true).
 template <int DT, int D, int QG, int WARP_Q, int ROWS, bool IS_K>
@@ -225,18 +237,26 @@ __device__ __forceinline__ void quant_rows(const sj_quant_args &a, int blk,
     }
   }
   __syncthreads();
-  // Group scales: amax / 127 over the rows of each group.
-  for (int g = threadIdx.x; g < NGROUPS; g += QUANT_THREADS) {
+  // Group scales: amax / 127 over the rows of each group, TPG threads per
+  // group each taking a strided share of its rows, then a shuffle max (a
+  // single thread walking all rows cost ~2 us per block).
+  {
+    constexpr int RPG = ROWS / NGROUPS; // rows per group
+    constexpr int TPG0 = QUANT_THREADS / NGROUPS;
+    constexpr int TPG = TPG0 > 32 ? 32 : TPG0;
+    const int g = threadIdx.x / TPG, li = threadIdx.x % TPG;
     float m = 0.f;
-    for (int r = 0; r < ROWS; r++) {
-      int gr = IS_K ? k_group<QG>(r) : q_group<QG, WARP_Q>(r);
-      if (gr == g)
-        m = fmaxf(m, s_amax[r]);
+    if (g < NGROUPS) {
+      for (int k = li; k < RPG; k += TPG)
+        m = fmaxf(m, s_amax[group_row<QG, WARP_Q, ROWS, IS_K>(g, k)]);
     }
-    const float scale = m / 127.f;
-    s_scale[g] = scale;
-    float *dst = (float *)(IS_K ? a.k_scale : a.q_scale);
-    dst[(bh * (IS_K ? G.n_kblk : G.n_qblk) + blk) * NGROUPS + g] = scale;
+    m = group_max<TPG>(m);
+    if (g < NGROUPS && li == 0) {
+      const float scale = m / 127.f;
+      s_scale[g] = scale;
+      float *dst = (float *)(IS_K ? a.k_scale : a.q_scale);
+      dst[(bh * (IS_K ? G.n_kblk : G.n_qblk) + blk) * NGROUPS + g] = scale;
+    }
   }
   __syncthreads();
   i8 *out = (i8 *)(IS_K ? a.k8 : a.q8) +
@@ -315,13 +335,28 @@ __device__ __forceinline__ void quant_v_block(const sj_quant_args &a, int blk,
       mean[i] = 0.f;
     }
   }
-  for (int r = rsub; r < BLK_K; r += RPP) {
-    if (!active)
+  // All of the thread's rows are loaded first (independent 16-byte loads
+  // in flight), then converted.
+  constexpr int ITER = (BLK_K + RPP - 1) / RPP;
+  u32x4 raw[ITER];
+#pragma unroll
+  for (int it = 0; it < ITER; it++) {
+    const int r = it * RPP + rsub, n = n0 + r;
+    raw[it].x = raw[it].y = raw[it].z = raw[it].w = 0u;
+    if (active && r < BLK_K && n < sk.len)
+      raw[it] = ld_global16(src + (i64)n * a.v_sn * 2 + lane_c * 16);
+  }
+#pragma unroll
+  for (int it = 0; it < ITER; it++) {
+    const int r = it * RPP + rsub, n = n0 + r;
+    if (!active || r >= BLK_K)
       continue;
-    const int n = n0 + r;
     float x[8];
     if (n < sk.len) {
-      load8<DT>(src + (i64)n * a.v_sn * 2 + lane_c * 16, x);
+      unpack2<DT>(raw[it].x, x[0], x[1]);
+      unpack2<DT>(raw[it].y, x[2], x[3]);
+      unpack2<DT>(raw[it].z, x[4], x[5]);
+      unpack2<DT>(raw[it].w, x[6], x[7]);
 #pragma unroll
       for (int i = 0; i < 8; i++)
         x[i] = (x[i] - mean[i]) * inv[i];
