@@ -92,6 +92,13 @@ for step in "$@"; do
       timeout 200 ncu --clock-control none -k regex:"kv_stats|kv_finalize|quant_qkv" --launch-skip 3 --launch-count 3 \
         --section SpeedOfLight $cli bench --family wgmma --head-dim 128 --seq 4096 --causal 0 --iters 1 --warmup 1 > "$OUT/prepncu.txt" 2>&1
       echo "prepncu rc=$?"; grep -E "kv_stats|kv_finalize|quant_qkv|Duration|DRAM Throughput|Memory Throughput" "$OUT/prepncu.txt" | sed 's/  */ /g' | head -20 ;;
+    quantncu)
+      # quant_qkv alone at N=4K, D=128 (wgmma plan): where its time goes
+      timeout 200 ncu --clock-control none -k regex:quant_qkv --launch-skip 1 --launch-count 1 \
+        --section SpeedOfLight --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \
+        --section SourceCounters --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
+        $cli bench --family wgmma --head-dim 128 --seq 4096 --causal 0 --iters 1 --warmup 1 > "$OUT/quantncu.txt" 2>&1
+      echo "quantncu rc=$?"; grep -vE "^==PROF==" "$OUT/quantncu.txt" | grep -E "stalled|Throughput|Occupancy|Active Warps|Registers|Shared|Bank|Duration|L1|L2|Excessive|uncoalesced|sectors" | sed 's/  */ /g' | awk '$NF!="0" && $NF!="0.00"' | head -50 ;;
     wgsass)
       python3 bench/dump_sass.py "$SAGEJIT_CACHE_DIR/kernels.db" "attn_wgmma<sj::FP16,128,false,sj::PER_THREAD,sj::ACC_FP32_FP32" "$OUT/attn_wgmma" | cut -c1-600
       grep -cE "LDL|STL" "$OUT/attn_wgmma.sass" ;;

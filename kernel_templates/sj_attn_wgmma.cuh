@@ -179,18 +179,6 @@ template <int N> __device__ __forceinline__ float tree_max(const float *x) {
   else
     return fmaxf(tree_max<N / 2>(x), tree_max<N - N / 2>(x + N / 2));
 }
-// Four floats -> four e4m3 bytes, x0 in the low byte: two conversions, the
-// second merging into the first (F2FP ... MERGE_C), no masks or permutes.
-__device__ __forceinline__ u32 pack4_e4m3(float x0, float x1, float x2, float x3) {
-  u32 r;
-  asm("{\n.reg .b16 lo, hi;\n"
-      "cvt.rn.satfinite.e4m3x2.f32 lo, %2, %1;\n"
-      "cvt.rn.satfinite.e4m3x2.f32 hi, %4, %3;\n"
-      "mov.b32 %0, {lo, hi};\n}"
-      : "=r"(r)
-      : "f"(x0), "f"(x1), "f"(x2), "f"(x3));
-  return r;
-}
 // Two-level accumulation: O = O * o_scale(row) + tile result.
 template <int N>
 __device__ __forceinline__ void fold(float (&o)[N], const float (&acc)[N],

@@ -84,6 +84,23 @@ __device__ __forceinline__ u16 pack_e4m3x2(float lo, float hi) {
   return 0;
 #endif
 }
+// Four floats -> four e4m3 bytes, x0 in the low byte: two conversions, the
+// second merging into the first (F2FP ... MERGE_C), no masks or permutes.
+// Needs sm_89 or newer.
+__device__ __forceinline__ u32 pack4_e4m3(float x0, float x1, float x2, float x3) {
+#if __CUDA_ARCH__ >= 890
+  u32 r;
+  asm("{\n.reg .b16 lo, hi;\n"
+      "cvt.rn.satfinite.e4m3x2.f32 lo, %2, %1;\n"
+      "cvt.rn.satfinite.e4m3x2.f32 hi, %4, %3;\n"
+      "mov.b32 %0, {lo, hi};\n}"
+      : "=r"(r)
+      : "f"(x0), "f"(x1), "f"(x2), "f"(x3));
+  return r;
+#else
+  return 0;
+#endif
+}
 __device__ __forceinline__ float f16lo(u32 w) { return h2f((u16)(w & 0xffffu)); }
 __device__ __forceinline__ float f16hi(u32 w) { return h2f((u16)(w >> 16)); }
 

@@ -201,10 +201,18 @@ __device__ __forceinline__ void quant_rows(const sj_quant_args &a, int blk,
   // The K mean of this (batch, kv head), for the thread's 8 channels.
   float mean[8];
   const bool smooth = (a.flags & SJ_F_SMOOTH_K) != 0;
+  if (smooth && active) {
+    const float *km = (const float *)a.k_mean + bhk * D + lane_c * 8;
+    const u32x4 m0 = ld_global16(km), m1 = ld_global16(km + 4);
+    const u32 mv[8] = {m0.x, m0.y, m0.z, m0.w, m1.x, m1.y, m1.z, m1.w};
 #pragma unroll
-  for (int i = 0; i < 8; i++)
-    mean[i] = (smooth && active) ? ((const float *)a.k_mean)[bhk * D + lane_c * 8 + i]
-                                 : 0.f;
+    for (int i = 0; i < 8; i++)
+      mean[i] = __uint_as_float(mv[i]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+      mean[i] = 0.f;
+  }
 
   u32x4 raw[ITER];
 #pragma unroll
@@ -287,9 +295,10 @@ __device__ __forceinline__ void quant_rows(const sj_quant_args &a, int blk,
           hi |= q << (8 * (i - 4));
       }
     }
-    u32 *dst = (u32 *)(out + (i64)n * D + lane_c * 8);
-    dst[0] = lo;
-    dst[1] = hi;
+    // one 8-byte store (two 4-byte ones fetched every sector twice)
+    asm volatile("st.global.v2.u32 [%0], {%1, %2};" ::"l"(out + (i64)n * D + lane_c * 8),
+                 "r"(lo), "r"(hi)
+                 : "memory");
   }
 }
 
@@ -306,9 +315,6 @@ __device__ __forceinline__ void quant_v_block(const sj_quant_args &a, int blk,
                                               int h, int b, u8 *s_t) {
   typedef RowMap<D> M;
   constexpr int PITCH = BLK_K + 16;
-  constexpr int RPP = QUANT_THREADS / M::TPR;
-  const int lane_c = threadIdx.x % M::TPR, rsub = threadIdx.x / M::TPR;
-  const bool active = lane_c < M::CHUNKS;
   const sj_geom &G = a.g;
   const Seq sk = seq_kv(G, b);
   const int n0 = blk * BLK_K;
@@ -323,55 +329,59 @@ __device__ __forceinline__ void quant_v_block(const sj_quant_args &a, int blk,
   const u8 *src = (const u8 *)a.v +
                   (user_base(G.cu_kv != 0, sk, b, a.v_sb, a.v_sn) + (i64)h * a.v_sh) * 2;
   const bool smooth = (a.flags & SJ_F_SMOOTH_V) != 0;
-  float inv[8], mean[8];
-#pragma unroll
-  for (int i = 0; i < 8; i++) {
-    if (active) {
-      float s = ((const float *)a.v_scale)[bh * D + lane_c * 8 + i];
-      inv[i] = 1.0f / s;
-      mean[i] = smooth ? ((const float *)a.v_mean)[bh * D + lane_c * 8 + i] : 0.f;
-    } else {
-      inv[i] = 0.f;
-      mean[i] = 0.f;
-    }
-  }
-  // All of the thread's rows are loaded first (independent 16-byte loads
-  // in flight), then converted.
-  constexpr int ITER = (BLK_K + RPP - 1) / RPP;
-  u32x4 raw[ITER];
-#pragma unroll
-  for (int it = 0; it < ITER; it++) {
-    const int r = it * RPP + rsub, n = n0 + r;
-    raw[it].x = raw[it].y = raw[it].z = raw[it].w = 0u;
-    if (active && r < BLK_K && n < sk.len)
-      raw[it] = ld_global16(src + (i64)n * a.v_sn * 2 + lane_c * 16);
-  }
-#pragma unroll
-  for (int it = 0; it < ITER; it++) {
-    const int r = it * RPP + rsub, n = n0 + r;
-    if (!active || r >= BLK_K)
-      continue;
-    float x[8];
-    if (n < sk.len) {
-      unpack2<DT>(raw[it].x, x[0], x[1]);
-      unpack2<DT>(raw[it].y, x[2], x[3]);
-      unpack2<DT>(raw[it].z, x[4], x[5]);
-      unpack2<DT>(raw[it].w, x[6], x[7]);
+  // Work item: one quad of tokens x one chunk of 8 channels.  The quad
+  // {2m, 2m+1, 2m+8, 2m+9} of each group of 16 lands on the 4 consecutive
+  // positions 4m..4m+3 (v_perm_pos), so each channel gets one 4-byte word.
+  // Quads vary fastest across lanes: a warp's stores for one channel hit
+  // 16 distinct banks (byte stores per token were 4-way conflicted).
+  constexpr int NQ = BLK_K / 4;
+  for (int w = threadIdx.x; w < M::CHUNKS * NQ; w += QUANT_THREADS) {
+    const int q = w % NQ, c = w / NQ, grp = q / 4, mq = q % 4;
+    float inv[8], mean[8];
+    {
+      const float *vs = (const float *)a.v_scale + bh * D + c * 8;
+      const u32x4 s0 = ld_global16(vs), s1 = ld_global16(vs + 4);
+      const u32 sv[8] = {s0.x, s0.y, s0.z, s0.w, s1.x, s1.y, s1.z, s1.w};
 #pragma unroll
       for (int i = 0; i < 8; i++)
-        x[i] = (x[i] - mean[i]) * inv[i];
-    } else {
+        inv[i] = 1.0f / __uint_as_float(sv[i]);
+      if (smooth) {
+        const float *vm = (const float *)a.v_mean + bh * D + c * 8;
+        const u32x4 m0 = ld_global16(vm), m1 = ld_global16(vm + 4);
+        const u32 mv[8] = {m0.x, m0.y, m0.z, m0.w, m1.x, m1.y, m1.z, m1.w};
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+          mean[i] = __uint_as_float(mv[i]);
+      } else {
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+          mean[i] = 0.f;
+      }
+    }
+    u32x4 raw[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+      const int n = n0 + grp * 16 + 2 * mq + (k & 1) + 8 * (k >> 1);
+      raw[k].x = raw[k].y = raw[k].z = raw[k].w = 0u;
+      if (n < sk.len)
+        raw[k] = ld_global16(src + (i64)n * a.v_sn * 2 + c * 16);
+    }
+    float x[4][8];
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+      unpack2<DT>(raw[k].x, x[k][0], x[k][1]);
+      unpack2<DT>(raw[k].y, x[k][2], x[k][3]);
+      unpack2<DT>(raw[k].z, x[k][4], x[k][5]);
+      unpack2<DT>(raw[k].w, x[k][6], x[k][7]);
+      const bool in = n0 + grp * 16 + 2 * mq + (k & 1) + 8 * (k >> 1) < sk.len;
 #pragma unroll
       for (int i = 0; i < 8; i++)
-        x[i] = 0.f;
+        x[k][i] = in ? (x[k][i] - mean[i]) * inv[i] : 0.f;
     }
-    const int pos = (r / 16) * 16 + v_perm_pos(r % 16);
 #pragma unroll
-    for (int i = 0; i < 8; i += 2) {
-      u16 two = pack_e4m3x2(x[i], x[i + 1]);
-      s_t[(lane_c * 8 + i) * PITCH + pos] = (u8)(two & 0xff);
-      s_t[(lane_c * 8 + i + 1) * PITCH + pos] = (u8)(two >> 8);
-    }
+    for (int i = 0; i < 8; i++)
+      *(u32 *)(s_t + (c * 8 + i) * PITCH + grp * 16 + 4 * mq) =
+          pack4_e4m3(x[0][i], x[1][i], x[2][i], x[3][i]);
   }
   __syncthreads();
   // Each channel row of the tile is 64 bytes = 4 chunks of 16.
