@@ -24,9 +24,13 @@ if library_under_test() is None:
                 allow_module_level=True)
 
 CC = torch.cuda.get_device_capability()
-FAMILIES = ["fp16pv"] + (["fp8pv"] if CC >= (8, 9) else [])
+FAMILIES = ["fp16pv"] + (["fp8pv"] if CC >= (8, 9) else []) + \
+    (["wgmma"] if CC == (9, 0) else [])
 # Accuracy gates (as `sagejit check`): relative L2 and cosine per family.
-GATE = {"fp16pv": (2e-2, 0.9998), "fp8pv": (5e-2, 0.998)}
+GATE = {"fp16pv": (2e-2, 0.9998), "fp8pv": (5e-2, 0.998),
+        "wgmma": (5e-2, 0.998)}
+# Head dims the wgmma family compiles as themselves (others: fp8pv).
+WGMMA_DIMS = (64, 128, 256)
 LSE_TOL = 5e-2
 
 
@@ -114,6 +118,10 @@ def test_matches_fp32_sdpa(family, dtype, layout, causal, head_dim) -> None:
 def test_other_head_dims(head_dim) -> None:
     for family in FAMILIES:
         q, k, v = (make((1, 2, 200, head_dim), seed=s) for s in (4, 5, 6))
+        if family == "wgmma" and head_dim not in WGMMA_DIMS:
+            with pytest.raises(sagejit.UnsupportedError, match="head dims"):
+                sagejit.sageattn(q, k, v, family=family)
+            continue
         o = sagejit.sageattn(q, k, v, family=family, is_causal=True)
         assert_close(o, reference(q, k, v, causal=True)[0], family,
                      "D=%d" % head_dim)
@@ -141,7 +149,7 @@ def test_options_run(family) -> None:
     q, k, v = (make((1, 4, 256, 128), seed=s) for s in (10, 11, 12))
     ref = reference(q, k, v)[0]
     accums = ["fp32", "fp16+fp32"] if family == "fp16pv" else \
-        ["fp32", "fp32+fp32", "fp32+fp16"]
+        ["fp32", "fp32+fp32", "fp32+fp16"]  # wgmma: fp32+fp32 only
     ran = 0
     for gran in ("per_block", "per_warp", "per_thread"):
         for accum in accums:
@@ -162,9 +170,14 @@ def test_options_run(family) -> None:
             sagejit.sageattn(q, k, v, family=family, smooth_v=True,
                              pv_accum_dtype="fp32")
     else:
+        accum = "fp32+fp32" if family == "wgmma" else "fp32"
         o = sagejit.sageattn(q, k, v, family=family, smooth_v=True,
-                             pv_accum_dtype="fp32")
+                             pv_accum_dtype=accum)
         assert_close(o, ref, family, "smooth_v=True")
+    if family == "wgmma":
+        # accumulating O in the tensor core is not offered (docs/kernels.md)
+        with pytest.raises(sagejit.UnsupportedError, match="fp32\\+fp32"):
+            sagejit.sageattn(q, k, v, family=family, pv_accum_dtype="fp32")
 
 
 # ----------------------------------------------------------- views, layout
