@@ -10,9 +10,12 @@
 //     S = Q8 K8^T with wgmma m64nBNk32.s8 (both operands in swizzled shared
 //     memory), dequantized with one scalar per thread and key block, online
 //     softmax in exp2, P packed to e4m3 in registers, then O += P V8 with
-//     wgmma m64nDk32.e4m3 (A from registers, V^T tile in shared memory).
-//     Each consumer frees a stage by arriving on its `empty` barrier once
-//     its P.V wgmma has completed.
+//     wgmma m64nDk32.e4m3 (A from registers, V^T tile in shared memory; 64
+//     channels at a time at D = 256).  Q.K^T of tile j + 1 is issued before
+//     the softmax of tile j and runs under it; the P.V k-steps of the first
+//     half of the keys are issued as soon as they are packed.  Every
+//     consumer thread arrives on a stage's `empty` barrier once its P.V has
+//     completed, which frees the stage for the producer.
 // The S accumulator of a warp has the mma.m16n8 layout (lane (g, t) holds
 // keys 8j + 2t, 8j + 2t + 1 of rows g and g + 8), and the e4m3 A fragment
 // of wgmma k32 the mma.m16n8k32 layout, so the V permutation of sj_quant.cuh
