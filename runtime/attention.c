@@ -230,9 +230,9 @@ static sj_status plan_call(sj_context *ctx, call *c, const options *o) {
     return sj_fail(ctx, SJ_ERR_UNSUPPORTED,
                    "the wgmma family needs cuTensorMapEncodeTiled, which "
                    "this CUDA driver lacks; use the fp8pv family");
-  sj_status st = sj_plan_make(&ctx->target, fam, c->dtype, (int)c->head_dim, c->causal, o->quant,
-                              o->accum, o->smooth_k, o->smooth_v, &c->plan, msg,
-                              sizeof msg);
+  sj_status st = sj_plan_make(&ctx->target, fam, c->dtype, (int)c->head_dim,
+                              c->causal, o->quant, o->accum, o->smooth_k,
+                              o->smooth_v, &c->plan, msg, sizeof msg);
   if (st != SJ_OK)
     return sj_fail(ctx, st, "%s", msg);
   return SJ_OK;
