@@ -558,32 +558,11 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
         }
         *(u32 *)(sO + lrow * O_PITCH + ch * 2) = pack2<DT>(v0, v1);
       }
-      if ((a.flags & SJ_F_LSE) && t == 0 && row < len_q) {
-        float l;
-        if (dsum > 0.f) {
-          l = (m[mt][hf] + __log2f(dsum) - (F8 ? P_OFFSET : 0.f)) *
-              a.lse_scale;
-          if (a.flags & SJ_F_SMOOTH_K)
-            l += a.sm_scale_log2 * LN2 * ((const float *)a.qk_mean)[lse0 + row];
-        } else {
-          l = neg_inf();
-        }
-        ((float *)a.lse)[lse0 + row] = l;
-      }
+      if ((a.flags & SJ_F_LSE) && t == 0 && row < len_q)
+        store_lse(a, lse0, row, m[mt][hf], dsum, F8 ? P_OFFSET : 0.f);
     }
   __syncthreads();
-  const i64 o_base =
-      user_base(G.cu_q != 0, sq, b, a.o_sb, a.o_sn) + (i64)h * a.o_sh;
-  constexpr int CPR = D / 8; // 16-byte chunks per row
-  for (int i = threadIdx.x; i < BLK_Q * CPR; i += NTHREADS) {
-    const int lrow = i / CPR, c = i % CPR;
-    const int row = q0 + lrow;
-    if (row >= len_q)
-      continue;
-    const u32x4 w = *(const u32x4 *)(sO + lrow * O_PITCH + c * 16);
-    u8 *dst = (u8 *)a.o + (o_base + (i64)row * a.o_sn) * 2 + c * 16;
-    *(u32x4 *)dst = w;
-  }
+  store_o_rows<D>(a, sq, b, h, q0, sO, O_PITCH, threadIdx.x, NTHREADS);
 }
 
 } // namespace sj

@@ -49,10 +49,9 @@ template <int D, int BN, int STAGES> struct WgSmem {
   static constexpr int K_OFF = Q_OFF + Q_BYTES;
   static constexpr int V_OFF = K_OFF + STAGES * K_BYTES;
   static constexpr int ONES_OFF = V_OFF + STAGES * V_BYTES; // 8 rows of e4m3 1.0
-  static constexpr int ONES_BYTES = 8 * BN;
+  // barriers: q_full, k_full[STAGES], v_full[STAGES], empty[STAGES]; the
+  // total size (plus 1024 to align the base) is wgmma_smem in runtime/spec.c
   static constexpr int BAR_OFF = ONES_OFF + 1024;
-  static constexpr int N_BARS = 1 + 3 * STAGES; // q_full, k_full, v_full, empty
-  static constexpr int BYTES = BAR_OFF + 8 * N_BARS;
   static constexpr int O_PITCH = 2 * D + 16; // epilogue staging, over Q/K/V
   static_assert(BLK_Q * O_PITCH <= BAR_OFF, "O staging must fit over the tiles");
 };
@@ -558,29 +557,11 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
         }
         *(u32 *)(smem + lrow * S::O_PITCH + ch * 2) = pack2<DT>(v0, v1);
       }
-    if ((a.flags & SJ_F_LSE) && t == 0 && row < len_q) {
-      float lv;
-      if (dsum > 0.f) {
-        lv = (m[hf] + __log2f(dsum) - P_OFFSET) * a.lse_scale;
-        if (a.flags & SJ_F_SMOOTH_K)
-          lv += a.sm_scale_log2 * LN2 * ((const float *)a.qk_mean)[lse0 + row];
-      } else {
-        lv = neg_inf();
-      }
-      ((float *)a.lse)[lse0 + row] = lv;
-    }
+    if ((a.flags & SJ_F_LSE) && t == 0 && row < len_q)
+      store_lse(a, lse0, row, m[hf], dsum, P_OFFSET);
   }
   consumer_sync();
-  const i64 o_base = user_base(G.cu_q != 0, sq, b, a.o_sb, a.o_sn) + (i64)h * a.o_sh;
-  constexpr int CPR = D / 8; // 16-byte chunks per row
-  for (int i = threadIdx.x - 128; i < BLK_Q * CPR; i += 256) {
-    const int lrow = i / CPR, c = i % CPR;
-    const int row = q0 + lrow;
-    if (row >= len_q)
-      continue;
-    const u32x4 v = *(const u32x4 *)(smem + lrow * S::O_PITCH + c * 16);
-    *(u32x4 *)((u8 *)a.o + (o_base + (i64)row * a.o_sn) * 2 + c * 16) = v;
-  }
+  store_o_rows<D>(a, sq, b, h, q0, smem, S::O_PITCH, threadIdx.x - 128, 256);
 #undef SJ_K_FULL
 #undef SJ_V_FULL
 #undef SJ_EMPTY

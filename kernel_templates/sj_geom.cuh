@@ -69,4 +69,46 @@ __device__ __forceinline__ i64 v8_base(const sj_geom &g, const Seq &s, int b, in
                  : ((i64)b * g.heads_kv + h) * d * g.seq_kv_pad;
 }
 
+// ---------------------------------------------- attention epilogue pieces
+// Shared by attn_mma and attn_wgmma (sj_attn_args).
+
+// Writes the natural-log LSE of query row `row` (if the call asked for it):
+// m is the row's reference max and `off` the P offset in log2 units, dsum
+// the row's sum of P; a row that saw no key gets -inf.  Under K smoothing
+// the softmax ignored the constant q.mean_k, which the LSE adds back.
+__device__ __forceinline__ void store_lse(const sj_attn_args &a, i64 lse0,
+                                          int row, float m, float dsum,
+                                          float off) {
+  float l;
+  if (dsum > 0.f) {
+    l = (m + __log2f(dsum) - off) * a.lse_scale;
+    if (a.flags & SJ_F_SMOOTH_K)
+      l += a.sm_scale_log2 * LN2 * ((const float *)a.qk_mean)[lse0 + row];
+  } else {
+    l = neg_inf();
+  }
+  ((float *)a.lse)[lse0 + row] = l;
+}
+
+// Copies the BLK_Q output rows staged in shared memory (16-bit values,
+// `pitch` bytes apart) to the caller's O in 16-byte chunks; `tid` of
+// `nthreads` threads; rows past the sequence are not stored.
+template <int D>
+__device__ __forceinline__ void store_o_rows(const sj_attn_args &a,
+                                             const Seq &sq, int b, int h,
+                                             int q0, const u8 *s_o, int pitch,
+                                             int tid, int nthreads) {
+  const sj_geom &G = a.g;
+  const i64 o_base = user_base(G.cu_q != 0, sq, b, a.o_sb, a.o_sn) + (i64)h * a.o_sh;
+  constexpr int CPR = D / 8; // 16-byte chunks per row
+  for (int i = tid; i < BLK_Q * CPR; i += nthreads) {
+    const int lrow = i / CPR, c = i % CPR;
+    const int row = q0 + lrow;
+    if (row >= sq.len)
+      continue;
+    const u32x4 w = *(const u32x4 *)(s_o + lrow * pitch + c * 16);
+    *(u32x4 *)((u8 *)a.o + (o_base + (i64)row * a.o_sn) * 2 + c * 16) = w;
+  }
+}
+
 } // namespace sj

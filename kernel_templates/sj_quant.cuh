@@ -20,6 +20,15 @@ template <int D> struct RowMap {
       CHUNKS <= 4 ? 4 : (CHUNKS <= 8 ? 8 : (CHUNKS <= 16 ? 16 : 32));
 };
 
+// Eight consecutive fp32 values (32-byte aligned) as two 16-byte loads.
+__device__ __forceinline__ void load8_f32(const float *p, float *x) {
+  const u32x4 a = ld_global16(p), b = ld_global16(p + 4);
+  const u32 w[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+  for (int i = 0; i < 8; i++)
+    x[i] = __uint_as_float(w[i]);
+}
+
 template <int DT>
 __device__ __forceinline__ void load8(const void *p, float *x) {
   u32x4 w = ld_global16(p);
@@ -202,12 +211,7 @@ __device__ __forceinline__ void quant_rows(const sj_quant_args &a, int blk,
   float mean[8];
   const bool smooth = (a.flags & SJ_F_SMOOTH_K) != 0;
   if (smooth && active) {
-    const float *km = (const float *)a.k_mean + bhk * D + lane_c * 8;
-    const u32x4 m0 = ld_global16(km), m1 = ld_global16(km + 4);
-    const u32 mv[8] = {m0.x, m0.y, m0.z, m0.w, m1.x, m1.y, m1.z, m1.w};
-#pragma unroll
-    for (int i = 0; i < 8; i++)
-      mean[i] = __uint_as_float(mv[i]);
+    load8_f32((const float *)a.k_mean + bhk * D + lane_c * 8, mean);
   } else {
 #pragma unroll
     for (int i = 0; i < 8; i++)
@@ -339,19 +343,12 @@ __device__ __forceinline__ void quant_v_block(const sj_quant_args &a, int blk,
     const int q = w % NQ, c = w / NQ, grp = q / 4, mq = q % 4;
     float inv[8], mean[8];
     {
-      const float *vs = (const float *)a.v_scale + bh * D + c * 8;
-      const u32x4 s0 = ld_global16(vs), s1 = ld_global16(vs + 4);
-      const u32 sv[8] = {s0.x, s0.y, s0.z, s0.w, s1.x, s1.y, s1.z, s1.w};
+      load8_f32((const float *)a.v_scale + bh * D + c * 8, inv);
 #pragma unroll
       for (int i = 0; i < 8; i++)
-        inv[i] = 1.0f / __uint_as_float(sv[i]);
+        inv[i] = 1.0f / inv[i];
       if (smooth) {
-        const float *vm = (const float *)a.v_mean + bh * D + c * 8;
-        const u32x4 m0 = ld_global16(vm), m1 = ld_global16(vm + 4);
-        const u32 mv[8] = {m0.x, m0.y, m0.z, m0.w, m1.x, m1.y, m1.z, m1.w};
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-          mean[i] = __uint_as_float(mv[i]);
+        load8_f32((const float *)a.v_mean + bh * D + c * 8, mean);
       } else {
 #pragma unroll
         for (int i = 0; i < 8; i++)
