@@ -1,7 +1,8 @@
 #!/bin/bash
 # bench/gpu_session.sh BUILD STEP... -- one device session: GPU tests, the CLI
 # self-check, benchmarks and baselines, each step logged under $OUT.
-# Steps: info test varlen faults check bench tune3 sdpa firstcall sanitize ...
+# Steps: info test varlen faults check bench tune3 sdpa firstcall sanitize
+# splitcheck splitbench splitlong ...
 set -u
 build=${1:?build dir}; shift
 export LD_LIBRARY_PATH=$PWD/$build/gpu-libs:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -102,6 +103,23 @@ for step in "$@"; do
     wgsass)
       python3 bench/dump_sass.py "$SAGEJIT_CACHE_DIR/kernels.db" "attn_wgmma<sj::FP16,128,false,sj::PER_THREAD,sj::ACC_FP32_FP32" "$OUT/attn_wgmma" | cut -c1-600
       grep -cE "LDL|STL" "$OUT/attn_wgmma.sass" ;;
+    splitcheck)
+      # split V beside plain fp32+fp32, both FP8 families, the self-check matrix
+      timeout 300 $cli check --family wgmma,fp8pv --accum fp32+fp32,fp32+fp32+splitv \
+        --head-dim 64,128,256 --dtype fp16,bf16 > "$OUT/splitcheck.log" 2>&1
+      echo "splitcheck rc=$?"; grep -E "FAIL|passed|failed" "$OUT/splitcheck.log" | head -20
+      for a in "fp32+fp32 " "fp32+fp32+splitv"; do for f in wgmma fp8pv; do
+        grep -F "$f" "$OUT/splitcheck.log" | grep -F "$a" | awk -v f=$f -v a="$a" '$NF=="PASS"{n++; if($(NF-4)+0>w)w=$(NF-4)+0} END{print f, a, n, "passed, worst rel_l2", w}'
+      done; done ;;
+    splitbench)
+      # the cost of split V: both FP8 families, D = 128 and 64, causal both ways
+      timeout 400 $cli bench --family wgmma,fp8pv --accum fp32+fp32,fp32+fp32+splitv --head-dim 128,64 \
+        --causal 0,1 > "$OUT/splitbench.log" 2>&1
+      echo "splitbench rc=$?"; cut -c1-200 "$OUT/splitbench.log" | grep -v "^sagejit" ;;
+    splitlong)
+      timeout 300 python3 bench/long_accuracy.py \
+        --modes wgmma:fp32+fp32,wgmma:fp32+fp32+splitv,fp8pv:fp32+fp32+splitv > "$OUT/splitlong.log" 2>&1
+      echo "splitlong rc=$?"; cat "$OUT/splitlong.log" ;;
     *) echo "unknown step $step" ;;
   esac
 done

@@ -142,7 +142,11 @@ typedef enum sj_pv_accum {
   SJ_ACCUM_FP32 = 1,      /* both families */
   SJ_ACCUM_FP32_FP32 = 2, /* FP8PV */
   SJ_ACCUM_FP16_FP32 = 3, /* FP16PV */
-  SJ_ACCUM_FP32_FP16 = 4  /* FP8PV: fp16 tile buffer, narrowed V range */
+  SJ_ACCUM_FP32_FP16 = 4, /* FP8PV: fp16 tile buffer, narrowed V range */
+  /* FP8PV and WGMMA: fp32+fp32 with V as two e4m3 terms, V = hi + lo, lo
+   * the e4m3 residual of hi.  P.V runs twice per tile and its error is
+   * P's rounding alone (docs/kernels.md: accuracy and cost). */
+  SJ_ACCUM_FP32_FP32_SPLITV = 5
 } sj_pv_accum;
 
 /* Where the causal diagonal sits when seq_q != seq_kv.

@@ -17,13 +17,15 @@
 
 namespace sj {
 
-template <int FAM, int D> struct AttnSmem {
+// SPLIT (ACC_FP32_FP32_SPLITV): a V stage holds the D channel rows of the
+// tile and then the D rows of its residual.
+template <int FAM, int D, bool SPLIT = false> struct AttnSmem {
   static constexpr int Q_PITCH = D + 16;
   static constexpr int K_PITCH = D + 16;
   static constexpr int V_PITCH = FAM == FP8PV ? BLK_K + 16 : 2 * D + 16;
   static constexpr int Q_BYTES = BLK_Q * Q_PITCH;
   static constexpr int K_BYTES = BLK_K * K_PITCH;
-  static constexpr int V_BYTES = FAM == FP8PV ? D * V_PITCH : BLK_K * V_PITCH;
+  static constexpr int V_BYTES = FAM == FP8PV ? (SPLIT ? 2 : 1) * D * V_PITCH : BLK_K * V_PITCH;
 };
 
 // Where a CTA's K/V tiles come from (see sj_geom.cuh).
@@ -31,15 +33,16 @@ struct KvSrc {
   const u8 *k;  // k8 rows of this (b, kv head), tile 0
   const u8 *v;  // v8 channel rows (FP8) or the caller's V rows (FP16)
   i64 v_pitch;  // bytes between v rows (channels for FP8, tokens for FP16)
+  i64 v_lo;     // split V: the residual's offset from v
   int len_kv;   // keys of this sequence
 };
 
 // One KV tile -> shared memory with cp.async, as straight-line code: each
 // thread's chunks are fixed, so the addresses are a few integer ops each.
-template <int FAM, int DT, int D, int NTHREADS>
+template <int FAM, int DT, int D, int NTHREADS, bool SPLIT>
 __device__ __forceinline__ void load_kv_tile(const KvSrc &src, int j, u8 *sK,
                                              u8 *sV) {
-  typedef AttnSmem<FAM, D> S;
+  typedef AttnSmem<FAM, D, SPLIT> S;
   // K8 rows are contiguous: chunk i of the tile is at byte 16 * i; in shared
   // memory each row is padded by 16 bytes.
   {
@@ -53,16 +56,18 @@ __device__ __forceinline__ void load_kv_tile(const KvSrc &src, int j, u8 *sK,
     }
   }
   if (FAM == FP8PV) {
-    // V^T: D channel rows of BLK_K bytes, v_pitch apart.
+    // V^T: D channel rows of BLK_K bytes, v_pitch apart (and D more of
+    // the residual under SPLIT).
     const u8 *v = src.v + (i64)j * BLK_K;
-    constexpr int VCH = D * BLK_K / 16;
+    constexpr int VCH = (SPLIT ? 2 : 1) * D * BLK_K / 16;
 #pragma unroll
     for (int it = 0; it < (VCH + NTHREADS - 1) / NTHREADS; it++) {
       const int i = it * NTHREADS + threadIdx.x;
       if (VCH % NTHREADS == 0 || i < VCH) {
         const int r = i / (BLK_K / 16), c = i % (BLK_K / 16);
-        cp_async16(sV + r * S::V_PITCH + c * 16, v + (i64)r * src.v_pitch + c * 16,
-                   16);
+        const u8 *row = SPLIT && r >= D ? v + src.v_lo + (i64)(r - D) * src.v_pitch
+                                        : v + (i64)r * src.v_pitch;
+        cp_async16(sV + r * S::V_PITCH + c * 16, row + c * 16, 16);
       }
     }
   } else {
@@ -109,6 +114,8 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
   constexpr bool F8 = FAM == FP8PV;
   constexpr bool PV_BF16 = !F8 && DT == BF16 && ACC == ACC_FP32;
   constexpr bool TWO_LEVEL = ACC != ACC_FP32;
+  // Split V: each P.V mma runs twice, on V and on its residual.
+  constexpr bool SPLIT = F8 && ACC == ACC_FP32_FP32_SPLITV;
   constexpr bool TILE_F16 = ACC == ACC_FP16_FP32 || ACC == ACC_FP32_FP16;
   // Q fragments stay in registers when they are few; else they are re-read
   // from shared memory for every KV tile (registers go to O and S).
@@ -123,7 +130,7 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
   constexpr float P_OFFSET = FP8_P_OFFSET - (F8 ? TAU : 0.0f);
   constexpr int MAGIC_I = 0x4B400000;
   constexpr float MAGIC_F = 12582912.0f;
-  typedef AttnSmem<FAM, D> S;
+  typedef AttnSmem<FAM, D, SPLIT> S;
 
   extern __shared__ __align__(128) u8 smem[];
   u8 *sQ = smem;
@@ -150,10 +157,12 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
   if (F8) {
     src.v = (const u8 *)a.v8 + v8_base(G, sk, b, hk, D);
     src.v_pitch = v8_pitch(G);
+    src.v_lo = v8_lo_offset(G, D);
   } else {
     src.v = (const u8 *)a.v +
             (user_base(G.cu_kv != 0, sk, b, a.v_sb, a.v_sn) + (i64)hk * a.v_sh) * 2;
     src.v_pitch = a.v_sn * 2;
+    src.v_lo = 0;
   }
 
   // Number of KV tiles this CTA visits.
@@ -177,11 +186,11 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
     cp_async_commit();
   }
   if (n_tiles > 0) {
-    load_kv_tile<FAM, DT, D, NTHREADS>(src, 0, sK0, sV0);
+    load_kv_tile<FAM, DT, D, NTHREADS, SPLIT>(src, 0, sK0, sV0);
     cp_async_commit();
   }
   if (STAGES >= 3 && n_tiles > 1) {
-    load_kv_tile<FAM, DT, D, NTHREADS>(src, 1, sK0 + S::K_BYTES, sV0 + S::V_BYTES);
+    load_kv_tile<FAM, DT, D, NTHREADS, SPLIT>(src, 1, sK0 + S::K_BYTES, sV0 + S::V_BYTES);
     cp_async_commit();
   }
   cp_async_wait<0>();
@@ -246,14 +255,14 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
         __syncthreads();
       }
       if (j + 2 < n_tiles) {
-        load_kv_tile<FAM, DT, D, NTHREADS>(src, j + 2,
+        load_kv_tile<FAM, DT, D, NTHREADS, SPLIT>(src, j + 2,
                                            sK0 + ((j + 2) % STAGES) * S::K_BYTES,
                                            sV0 + ((j + 2) % STAGES) * S::V_BYTES);
         cp_async_commit();
       }
     } else if (STAGES > 1) {
       if (j + 1 < n_tiles) {
-        load_kv_tile<FAM, DT, D, NTHREADS>(src, j + 1,
+        load_kv_tile<FAM, DT, D, NTHREADS, SPLIT>(src, j + 1,
                                            sK0 + ((j + 1) % STAGES) * S::K_BYTES,
                                            sV0 + ((j + 1) % STAGES) * S::V_BYTES);
         cp_async_commit();
@@ -263,7 +272,7 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
       }
       __syncthreads();
     } else if (j > 0) {
-      load_kv_tile<FAM, DT, D, NTHREADS>(src, j, sK, sV);
+      load_kv_tile<FAM, DT, D, NTHREADS, SPLIT>(src, j, sK, sV);
       cp_async_commit();
       cp_async_wait<0>();
       __syncthreads();
@@ -446,8 +455,12 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
                   acc16[TILE_F16 ? mt : 0][TILE_F16 ? x : 0][1] = 0u;
           }
       }
+      // Split V: a second pass over the k-chunks with the residual rows
+      // (the same registers as the first, so no more pressure).
 #pragma unroll
-      for (int kc = 0; kc < KC; kc++) {
+      for (int kv = 0; kv < (SPLIT ? 2 : 1) * KC; kv++) {
+        const int kc = SPLIT ? kv % KC : kv;
+        const u8 *sVp = SPLIT && kv >= KC ? sV + D * S::V_PITCH : sV;
 #pragma unroll
         for (int pi = 0; pi < NPG; pi++) {
           const int np = grp * NPG + pi;
@@ -455,7 +468,7 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
           if (F8) {
             const int ch = np * 16 + (mi >> 1) * 8 + lr;
             const int col = koff + kc * 32 + (mi & 1) * 16;
-            ldmatrix_x4(b0, b1, b2, b3, sV + ch * S::V_PITCH + col);
+            ldmatrix_x4(b0, b1, b2, b3, sVp + ch * S::V_PITCH + col);
           } else {
             const int tok = koff + kc * 16 + (mi & 1) * 8 + lr;
             const int ch = np * 16 + (mi >> 1) * 8;

@@ -24,7 +24,9 @@
 // Accumulation is two-level (ACC_FP32_FP32): each tile's P.V gets a fresh
 // wgmma accumulator, added to O in fp32 registers; the tensor core's e4m3
 // accumulator keeps too few bits to carry O across a long sequence.  Row
-// sums of P come from the tensor core too (P times a block of ones).
+// sums of P come from the tensor core too (P times a block of ones).  With
+// split V (ACC_FP32_FP32_SPLITV, the default) every P.V k-step runs again
+// on the residual V tile, into the same accumulator.
 #pragma once
 #include "sj_abi.h"
 #include "sj_common.cuh"
@@ -39,16 +41,18 @@ constexpr int WG_THREADS = 384; // producer + two consumer warpgroups
 // Rows wider than 128 bytes are split into 128-byte column chunks, each
 // chunk a [rows][128] block: the shape of a TMA box and of a wgmma
 // K-major swizzled operand.
-template <int D, int BN, int STAGES> struct WgSmem {
+// SPLIT: each V stage holds the V tile and then its residual tile.
+template <int D, int BN, int STAGES, bool SPLIT> struct WgSmem {
   static constexpr int CH = D < 128 ? D : 128; // bytes per row chunk (Q, K)
   static constexpr int NCH = D / CH;
   static constexpr int Q_BYTES = BLK_Q * D;
   static constexpr int K_BYTES = BN * D;
   static constexpr int V_BYTES = D * BN;
+  static constexpr int VS_BYTES = (SPLIT ? 2 : 1) * V_BYTES; // one V stage
   static constexpr int Q_OFF = 0;
   static constexpr int K_OFF = Q_OFF + Q_BYTES;
   static constexpr int V_OFF = K_OFF + STAGES * K_BYTES;
-  static constexpr int ONES_OFF = V_OFF + STAGES * V_BYTES; // 8 rows of e4m3 1.0
+  static constexpr int ONES_OFF = V_OFF + STAGES * VS_BYTES; // 8 rows of e4m3 1.0
   // barriers: q_full, k_full[STAGES], v_full[STAGES], empty[STAGES]; the
   // total size (plus 1024 to align the base) is wgmma_smem in runtime/spec.c
   static constexpr int BAR_OFF = ONES_OFF + 1024;
@@ -203,7 +207,10 @@ template <int DT, int D, bool CAUSAL, int QG, int ACC, int STAGES, int BN>
 __global__ void __launch_bounds__(WG_THREADS, 1)
     attn_wgmma(const __grid_constant__ sj_wgmma_args w) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  typedef WgSmem<D, BN, STAGES> S;
+  // Split V (ACC_FP32_FP32_SPLITV): every P.V k-step runs twice, on the V
+  // tile and on its residual, into the same accumulator.
+  constexpr bool SPLIT = ACC == ACC_FP32_FP32_SPLITV;
+  typedef WgSmem<D, BN, STAGES, SPLIT> S;
   constexpr int CH = S::CH, NCH = S::NCH;
   constexpr int NS = BN / 8;        // n8 column groups of S
   constexpr int KC = BN / 32;       // k-steps of P.V
@@ -215,7 +222,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
   // Only two-level accumulation: the tensor core's e4m3 accumulator keeps
   // too few bits to carry O across a long sequence (accumulating in it
   // directly measured relative L2 3.2e-1 at N = 16K; bench/NOTES.md).
-  static_assert(ACC == ACC_FP32_FP32, "the wgmma family accumulates fp32+fp32");
+  static_assert(ACC == ACC_FP32_FP32 || SPLIT, "the wgmma family accumulates fp32+fp32");
   constexpr float TAU = 4.0f;       // lazy rescale threshold (log2 units)
   constexpr float P_OFFSET = FP8_P_OFFSET - TAU;
   constexpr int MAGIC_I = 0x4B400000;
@@ -276,6 +283,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
       // v8: channel row and first column of this (b, kv head)
       const i64 vb = v8_base(G, sk, b, hk, D), vp = v8_pitch(G);
       const int v_row = (int)(vb / vp), v_col = (int)(vb % vp);
+      const int v_lo_row = v_row + (int)v8_rows(G, D); // the residual's rows
       mbar_expect_tx(q_full, S::Q_BYTES);
 #pragma unroll
       for (int c = 0; c < NCH; c++)
@@ -289,9 +297,12 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
         for (int c = 0; c < NCH; c++)
           tma_load_2d(sK0 + st * S::K_BYTES + c * BN * CH, &w.tk, c * CH,
                       k_row + j * BN, SJ_K_FULL(st));
-        mbar_expect_tx(SJ_V_FULL(st), S::V_BYTES);
-        tma_load_2d(sV0 + st * S::V_BYTES, &w.tv, v_col + j * BN, v_row,
+        mbar_expect_tx(SJ_V_FULL(st), S::VS_BYTES);
+        tma_load_2d(sV0 + st * S::VS_BYTES, &w.tv, v_col + j * BN, v_row,
                     SJ_V_FULL(st));
+        if (SPLIT)
+          tma_load_2d(sV0 + st * S::VS_BYTES + S::V_BYTES, &w.tv, v_col + j * BN,
+                      v_lo_row, SJ_V_FULL(st));
       }
     }
     return;
@@ -356,12 +367,20 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
   // P.V k-steps of the first (lo) or second (hi) half of the keys, first
   // channel chunk, and their row sums.  (NVRTC has no generic lambdas: two
   // lambdas rather than one over a compile-time range.)
+  // Split V: the same k-steps again on the residual tile.
+  constexpr u32 E_VLO = S::V_BYTES / 16;
   auto issue_pv_lo = [&](int stage) {
-    pv_chunk<DC, KC, BN, 0, KC / 2>(acc, pa, eV0 + stage * (S::V_BYTES / 16), false);
+    const u32 ev = eV0 + stage * (S::VS_BYTES / 16);
+    pv_chunk<DC, KC, BN, 0, KC / 2>(acc, pa, ev, false);
+    if (SPLIT)
+      pv_chunk<DC, KC, BN, 0, KC / 2>(acc, pa, ev + E_VLO, true);
     rowsum_p<KC, BN, 0, KC / 2>(lsum, pa, e_ones, false);
   };
   auto issue_pv_hi = [&](int stage) {
-    pv_chunk<DC, KC, BN, KC / 2, KC>(acc, pa, eV0 + stage * (S::V_BYTES / 16), false);
+    const u32 ev = eV0 + stage * (S::VS_BYTES / 16);
+    pv_chunk<DC, KC, BN, KC / 2, KC>(acc, pa, ev, false);
+    if (SPLIT)
+      pv_chunk<DC, KC, BN, KC / 2, KC>(acc, pa, ev + E_VLO, true);
     rowsum_p<KC, BN, KC / 2, KC>(lsum, pa, e_ones, false);
   };
   // After the wait: fold the P.V result into O (and run the remaining
@@ -375,8 +394,10 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
 #pragma unroll
     for (int dc = 1; dc < NDC; dc++) {
       wg_fence();
-      pv_chunk<DC, KC, BN>(acc, pa, eV0 + (stage * S::V_BYTES + dc * DC * BN) / 16,
-                           false);
+      const u32 ev = eV0 + (stage * S::VS_BYTES + dc * DC * BN) / 16;
+      pv_chunk<DC, KC, BN>(acc, pa, ev, false);
+      if (SPLIT)
+        pv_chunk<DC, KC, BN>(acc, pa, ev + E_VLO, true);
       wg_commit();
       wg_wait<0>();
       reg_fence(acc);

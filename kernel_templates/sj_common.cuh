@@ -21,7 +21,16 @@ typedef long long i64;
 enum Dtype { FP16 = 1, BF16 = 2 };
 enum Family { FP16PV = 1, FP8PV = 2 };
 enum QuantGran { PER_BLOCK = 1, PER_WARP = 2, PER_THREAD = 3 };
-enum Accum { ACC_FP32 = 1, ACC_FP32_FP32 = 2, ACC_FP16_FP32 = 3, ACC_FP32_FP16 = 4 };
+enum Accum {
+  ACC_FP32 = 1,
+  ACC_FP32_FP32 = 2,
+  ACC_FP16_FP32 = 3,
+  ACC_FP32_FP16 = 4,
+  // fp32+fp32 with V as two e4m3 terms, V = hi + lo (lo the rounding
+  // residual of hi): P.V costs two e4m3 products per tile and its error is
+  // P's rounding alone
+  ACC_FP32_FP32_SPLITV = 5
+};
 
 // Tile sizes shared by the quantization and attention kernels.
 constexpr int BLK_Q = 128; // query rows per attention CTA / Q quant block
@@ -103,6 +112,25 @@ __device__ __forceinline__ u32 pack4_e4m3(float x0, float x1, float x2, float x3
 }
 __device__ __forceinline__ float f16lo(u32 w) { return h2f((u16)(w & 0xffffu)); }
 __device__ __forceinline__ float f16hi(u32 w) { return h2f((u16)(w >> 16)); }
+// Four e4m3 bytes (the low byte first) -> floats, exactly (every e4m3
+// value is an fp16 value).  Needs sm_89 or newer.
+__device__ __forceinline__ void unpack4_e4m3(u32 w, float (&x)[4]) {
+#if __CUDA_ARCH__ >= 890
+  u32 h0, h1;
+  asm("{\n.reg .b16 lo, hi;\n"
+      "mov.b32 {lo, hi}, %2;\n"
+      "cvt.rn.f16x2.e4m3x2 %0, lo;\n"
+      "cvt.rn.f16x2.e4m3x2 %1, hi;\n}"
+      : "=r"(h0), "=r"(h1)
+      : "r"(w));
+  x[0] = f16lo(h0);
+  x[1] = f16hi(h0);
+  x[2] = f16lo(h1);
+  x[3] = f16hi(h1);
+#else
+  x[0] = x[1] = x[2] = x[3] = 0.f;
+#endif
+}
 
 // Round to nearest even and saturate to [-127, 127].
 __device__ __forceinline__ int quant_s8(float x) {

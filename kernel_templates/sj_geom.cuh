@@ -68,6 +68,14 @@ __device__ __forceinline__ i64 v8_base(const sj_geom &g, const Seq &s, int b, in
   return g.cu_kv ? (i64)h * d * g.cols_kv + ((s.tok + 15) / 16) * 16 + (i64)V8_GAP * b
                  : ((i64)b * g.heads_kv + h) * d * g.seq_kv_pad;
 }
+// Channel rows of the whole v8 buffer.  Under ACC_FP32_FP32_SPLITV the
+// residual buffer (same layout) follows it: v8 + v8_lo_offset.
+__device__ __forceinline__ i64 v8_rows(const sj_geom &g, int d) {
+  return g.cu_kv ? (i64)g.heads_kv * d : (i64)g.batch * g.heads_kv * d;
+}
+__device__ __forceinline__ i64 v8_lo_offset(const sj_geom &g, int d) {
+  return v8_rows(g, d) * v8_pitch(g);
+}
 
 // ---------------------------------------------- attention epilogue pieces
 // Shared by attn_mma and attn_wgmma (sj_attn_args).

@@ -314,7 +314,9 @@ __device__ __forceinline__ int v_perm_pos(int tk) {
   return 4 * ((tk % 8) / 2) + (tk % 2) + 2 * (tk / 8);
 }
 
-template <int DT, int D>
+// SPLIT: also the residual V - e4m3(V), in e4m3, as the rows D .. 2D - 1
+// of s_t and into the residual buffer (v8_lo_offset).
+template <int DT, int D, bool SPLIT>
 __device__ __forceinline__ void quant_v_block(const sj_quant_args &a, int blk,
                                               int h, int b, u8 *s_t) {
   typedef RowMap<D> M;
@@ -376,15 +378,23 @@ __device__ __forceinline__ void quant_v_block(const sj_quant_args &a, int blk,
         x[k][i] = in ? (x[k][i] - mean[i]) * inv[i] : 0.f;
     }
 #pragma unroll
-    for (int i = 0; i < 8; i++)
-      *(u32 *)(s_t + (c * 8 + i) * PITCH + grp * 16 + 4 * mq) =
-          pack4_e4m3(x[0][i], x[1][i], x[2][i], x[3][i]);
+    for (int i = 0; i < 8; i++) {
+      const u32 hi = pack4_e4m3(x[0][i], x[1][i], x[2][i], x[3][i]);
+      *(u32 *)(s_t + (c * 8 + i) * PITCH + grp * 16 + 4 * mq) = hi;
+      if (SPLIT) {
+        float r[4];
+        unpack4_e4m3(hi, r);
+        *(u32 *)(s_t + (D + c * 8 + i) * PITCH + grp * 16 + 4 * mq) =
+            pack4_e4m3(x[0][i] - r[0], x[1][i] - r[1], x[2][i] - r[2], x[3][i] - r[3]);
+      }
+    }
   }
   __syncthreads();
   // Each channel row of the tile is 64 bytes = 4 chunks of 16.
   u8 *out = (u8 *)a.v8 + v8_base(G, sk, b, h, D);
   const i64 pitch = v8_pitch(G);
-  for (int i = threadIdx.x; i < D * 4; i += QUANT_THREADS) {
+  const i64 lo_off = SPLIT ? v8_lo_offset(G, D) - D * pitch : 0;
+  for (int i = threadIdx.x; i < (SPLIT ? 2 : 1) * D * 4; i += QUANT_THREADS) {
     const int ch = i / 4, part = i % 4;
     const u32 *st = (const u32 *)(s_t + ch * PITCH + part * 16);
     u32x4 w;
@@ -392,15 +402,16 @@ __device__ __forceinline__ void quant_v_block(const sj_quant_args &a, int blk,
     w.y = st[1];
     w.z = st[2];
     w.w = st[3];
-    *(u32x4 *)(out + (i64)ch * pitch + n0 + part * 16) = w;
+    *(u32x4 *)(out + (SPLIT && ch >= D ? lo_off : 0) + (i64)ch * pitch + n0 + part * 16) = w;
   }
 }
 
-template <int DT, int D, int QG, int WARP_Q>
+// SPLIT: V also as its e4m3 residual (ACC_FP32_FP32_SPLITV).
+template <int DT, int D, int QG, int WARP_Q, bool SPLIT>
 __global__ void __launch_bounds__(QUANT_THREADS) quant_qkv(const sj_quant_args a) {
   __shared__ float s_amax[BLK_Q];
   __shared__ float s_scale[BLK_Q];
-  __shared__ __align__(16) u8 s_t[D * (BLK_K + 16)];
+  __shared__ __align__(16) u8 s_t[(SPLIT ? 2 : 1) * D * (BLK_K + 16)];
   const int x = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const sj_geom &G = a.g;
   if (x < G.n_qblk) {
@@ -410,7 +421,7 @@ __global__ void __launch_bounds__(QUANT_THREADS) quant_qkv(const sj_quant_args a
       quant_rows<DT, D, QG, WARP_Q, BLK_K, true>(a, x - G.n_qblk, h, b, s_amax,
                                                  s_scale);
   } else if (h < G.heads_kv && (a.flags & SJ_F_QUANT_V)) {
-    quant_v_block<DT, D>(a, x - G.n_qblk - G.n_kblk, h, b, s_t);
+    quant_v_block<DT, D, SPLIT>(a, x - G.n_qblk - G.n_kblk, h, b, s_t);
   }
 }
 

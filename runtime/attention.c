@@ -158,7 +158,7 @@ static sj_status check_common(sj_context *ctx, sj_dtype dtype, int causal,
   if ((int)o->quant < 0 || o->quant > SJ_QUANT_PER_THREAD)
     return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT, "unknown qk_quant %d",
                    (int)o->quant);
-  if ((int)o->accum < 0 || o->accum > SJ_ACCUM_FP32_FP16)
+  if ((int)o->accum < 0 || o->accum > SJ_ACCUM_FP32_FP32_SPLITV)
     return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT, "unknown pv_accum %d",
                    (int)o->accum);
   if (o->smooth_k < -1 || o->smooth_k > 1 || o->smooth_v < -1 ||
@@ -555,7 +555,12 @@ static sj_status make_layout(sj_context *ctx, const call *c, layout *l) {
   sizer z = {0, 0};
   l->q8 = take(&z, mulz(&z, q_rows, D));
   l->k8 = take(&z, mulz(&z, kv_rows, D));
-  l->v8 = pl->family != SJ_FAMILY_FP16PV ? take(&z, mulz(&z, v_cols, D)) : 0;
+  /* Split V: the residual buffer right after v8, same layout (one tensor
+   * map of twice the rows covers both; v8_lo_offset in sj_geom.cuh). */
+  const size_t v_copies = pl->accum == SJ_ACCUM_FP32_FP32_SPLITV ? 2 : 1;
+  l->v8 = pl->family != SJ_FAMILY_FP16PV
+              ? take(&z, mul4(&z, v_cols, D, v_copies, 1))
+              : 0;
   l->q_scale = take(&z, mul4(&z, B * HQ, (size_t)g->n_qblk, qs, 4));
   l->k_scale = take(&z, mul4(&z, B * HK, (size_t)g->n_kblk, ks, 4));
   l->v_scale = take(&z, mul4(&z, B, HK, D, 4));
@@ -682,6 +687,8 @@ static sj_status wgmma_maps_current(sj_context *ctx, const call *c,
                         TMAP_L2_128B, "q8"));
   SJ_FORWARD(encode_map(ctx, &wa->tk, ws + l->k8, D, k_rows, D, ch, bn,
                         TMAP_L2_256B, "k8"));
+  if (pl->accum == SJ_ACCUM_FP32_FP32_SPLITV)
+    v_rows *= 2; /* the residual rows follow */
   SJ_FORWARD(encode_map(ctx, &wa->tv, ws + l->v8, v_pitch, v_rows, v_pitch,
                         bn, (unsigned)D, TMAP_L2_256B, "v8"));
   return SJ_OK;

@@ -52,6 +52,8 @@ static const char *accum_name(sj_pv_accum a) {
     return "sj::ACC_FP16_FP32";
   case SJ_ACCUM_FP32_FP16:
     return "sj::ACC_FP32_FP16";
+  case SJ_ACCUM_FP32_FP32_SPLITV:
+    return "sj::ACC_FP32_FP32_SPLITV";
   default:
     return "sj::ACC_FP32";
   }
@@ -68,8 +70,10 @@ int sj_spec_name(const sj_spec *s, char *buf, size_t size) {
     n = snprintf(buf, size, "sj::kv_finalize<%d>", s->head_dim);
     break;
   case SJ_KERNEL_QUANT:
-    n = snprintf(buf, size, "sj::quant_qkv<%s,%d,%s,%d>", dtype_name(s->dtype),
-                 s->head_dim, quant_name(s->quant), s->warp_q);
+    n = snprintf(buf, size, "sj::quant_qkv<%s,%d,%s,%d,%s>",
+                 dtype_name(s->dtype), s->head_dim, quant_name(s->quant),
+                 s->warp_q,
+                 s->accum == SJ_ACCUM_FP32_FP32_SPLITV ? "true" : "false");
     break;
   case SJ_KERNEL_ATTN:
     if (s->family == SJ_FAMILY_WGMMA) { /* ksub holds the keys per tile */
@@ -92,19 +96,21 @@ int sj_spec_name(const sj_spec *s, char *buf, size_t size) {
   return (n < 0 || (size_t)n >= size) ? -1 : 0;
 }
 
-/* Dynamic shared memory of the attention kernel (sj_attn_mma.cuh). */
-static int attn_smem(sj_family fam, int d, int stages) {
+/* Dynamic shared memory of the attention kernel (sj_attn_mma.cuh).  Split
+ * V keeps the residual tile next to each V tile. */
+static int attn_smem(sj_family fam, int d, int stages, int split) {
   const int q = BLK_Q * (d + 16);
   const int k = BLK_K * (d + 16);
-  const int v = fam == SJ_FAMILY_FP8PV ? d * (BLK_K + 16) : BLK_K * (2 * d + 16);
+  const int v = fam == SJ_FAMILY_FP8PV ? (split ? 2 : 1) * d * (BLK_K + 16)
+                                       : BLK_K * (2 * d + 16);
   return q + stages * (k + v);
 }
 
 /* Dynamic shared memory of attn_wgmma (WgSmem in sj_attn_wgmma.cuh), plus
  * room to align the base to 1024 bytes. */
-static int wgmma_smem(int d, int bn, int stages) {
-  return BLK_Q * d + stages * 2 * bn * d + 1024 /* ones */ +
-         8 * (1 + 3 * stages) + 1024 /* alignment */;
+static int wgmma_smem(int d, int bn, int stages, int split) {
+  return BLK_Q * d + stages * (2 + (split ? 1 : 0)) * bn * d +
+         1024 /* ones */ + 8 * (1 + 3 * stages) + 1024 /* alignment */;
 }
 
 sj_launch_shape sj_spec_shape(const sj_spec *s) {
@@ -113,11 +119,13 @@ sj_launch_shape sj_spec_shape(const sj_spec *s) {
   case SJ_KERNEL_ATTN:
     if (s->family == SJ_FAMILY_WGMMA) {
       sh.threads = 384;
-      sh.smem_bytes = wgmma_smem(s->head_dim, s->ksub, s->stages);
+      sh.smem_bytes = wgmma_smem(s->head_dim, s->ksub, s->stages,
+                                 s->accum == SJ_ACCUM_FP32_FP32_SPLITV);
       break;
     }
     sh.threads = BLK_Q / s->warp_q * 32;
-    sh.smem_bytes = attn_smem(s->family, s->head_dim, s->stages);
+    sh.smem_bytes = attn_smem(s->family, s->head_dim, s->stages,
+                              s->accum == SJ_ACCUM_FP32_FP32_SPLITV);
     break;
   case SJ_KERNEL_REFERENCE:
     sh.threads = 128;
@@ -167,7 +175,8 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
     /* What the wgmma family does not offer goes to fp8pv. */
     if (fam == SJ_FAMILY_WGMMA &&
         ((head_dim != 64 && head_dim != 128 && head_dim != 256) ||
-         (acc != SJ_ACCUM_DEFAULT && acc != SJ_ACCUM_FP32_FP32)))
+         (acc != SJ_ACCUM_DEFAULT && acc != SJ_ACCUM_FP32_FP32 &&
+          acc != SJ_ACCUM_FP32_FP32_SPLITV)))
       fam = SJ_FAMILY_FP8PV;
   }
   if (!sj_family_supported(fam, t)) {
@@ -196,24 +205,27 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
     if (fam == SJ_FAMILY_FP16PV)
       acc = SJ_ACCUM_FP32;
     else if (fam == SJ_FAMILY_WGMMA)
-      acc = SJ_ACCUM_FP32_FP32;
+      /* split V: relative L2 ~2.9e-2 instead of ~3.9e-2 (under the 3.5e-2
+       * gate) for 5-13 % of the attention time (docs/kernels.md) */
+      acc = SJ_ACCUM_FP32_FP32_SPLITV;
     else /* consumer parts accumulate fp16 at twice the rate */
       acc = (t->sm == 89 || t->sm >= 120) ? SJ_ACCUM_FP32_FP16
                                           : SJ_ACCUM_FP32_FP32;
   }
   const int fp16_ok = acc == SJ_ACCUM_FP32 || acc == SJ_ACCUM_FP16_FP32;
+  const int split = acc == SJ_ACCUM_FP32_FP32_SPLITV;
   const int fp8_ok = acc == SJ_ACCUM_FP32 || acc == SJ_ACCUM_FP32_FP32 ||
-                     acc == SJ_ACCUM_FP32_FP16;
+                     acc == SJ_ACCUM_FP32_FP16 || split;
   /* wgmma: its tensor-core accumulator cannot carry O across a long
    * sequence (fp32 mode measured relative L2 0.32 at N = 16K). */
-  const int wg_ok = acc == SJ_ACCUM_FP32_FP32;
+  const int wg_ok = acc == SJ_ACCUM_FP32_FP32 || split;
   if ((fam == SJ_FAMILY_FP16PV && !fp16_ok) ||
       (fam == SJ_FAMILY_FP8PV && !fp8_ok) ||
       (fam == SJ_FAMILY_WGMMA && !wg_ok)) {
     snprintf(msg, msg_size,
              "pv_accum %d is not offered by the %s family (fp16pv: fp32, "
-             "fp16+fp32; fp8pv: fp32, fp32+fp32, fp32+fp16; wgmma: "
-             "fp32+fp32)",
+             "fp16+fp32; fp8pv: fp32, fp32+fp32, fp32+fp16, "
+             "fp32+fp32+splitv; wgmma: fp32+fp32, fp32+fp32+splitv)",
              (int)acc, sj_family_str(fam));
     return SJ_ERR_UNSUPPORTED;
   }
@@ -222,8 +234,8 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
   if (smooth_v && !((fam == SJ_FAMILY_FP8PV || fam == SJ_FAMILY_WGMMA) &&
                     acc != SJ_ACCUM_FP32_FP16)) {
     snprintf(msg, msg_size,
-             "smooth_v applies to the fp8pv and wgmma families with fp32 or "
-             "fp32+fp32 accumulation only");
+             "smooth_v applies to the fp8pv and wgmma families with fp32, "
+             "fp32+fp32 or fp32+fp32+splitv accumulation only");
     return SJ_ERR_UNSUPPORTED;
   }
   out->family = fam;
@@ -242,7 +254,7 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
     out->warp_q = 16;
     out->ksub = tune_int("bn=", 64, 128, head_dim == 256 ? 64 : 128);
     out->stages = tune_int("stages=", 2, 3, 3);
-    if (wgmma_smem(head_dim, out->ksub, out->stages) > t->smem_optin)
+    if (wgmma_smem(head_dim, out->ksub, out->stages, split) > t->smem_optin)
       out->stages = 2;
   } else {
   /* 32 rows per warp share each K/V fragment between two m-tiles; at
@@ -256,16 +268,17 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
                            : 64);
   /* Three buffers (one barrier per tile) when two CTAs still fit on a
    * multiprocessor, else two, else one. */
-  int stages = 2 * attn_smem(fam, head_dim, 3) <= t->smem_optin
+  int stages = 2 * attn_smem(fam, head_dim, 3, split) <= t->smem_optin
                    ? 3
-                   : (attn_smem(fam, head_dim, 2) <= t->smem_optin ? 2 : 1);
+                   : (attn_smem(fam, head_dim, 2, split) <= t->smem_optin ? 2
+                                                                          : 1);
   const int want = tune_int("stages=", 2, 3, 0);
-  if (want && attn_smem(fam, head_dim, want) <= t->smem_optin)
+  if (want && attn_smem(fam, head_dim, want, split) <= t->smem_optin)
     stages = want;
   out->stages = stages;
   }
   if (fam != SJ_FAMILY_WGMMA &&
-      attn_smem(fam, head_dim, out->stages) > t->smem_optin) {
+      attn_smem(fam, head_dim, out->stages, split) > t->smem_optin) {
     snprintf(msg, msg_size, "head_dim %d needs more shared memory than %s has",
              head_dim, t->name);
     return SJ_ERR_UNSUPPORTED;
@@ -300,6 +313,7 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
   sp[2].kind = SJ_KERNEL_QUANT;
   sp[2].quant = qg;
   sp[2].warp_q = out->warp_q;
+  sp[2].accum = split ? SJ_ACCUM_FP32_FP32_SPLITV : 0; /* residual V too */
   sp[3] = base;
   sp[3].kind = SJ_KERNEL_ATTN;
   out->n_specs = 4;

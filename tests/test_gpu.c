@@ -209,21 +209,25 @@ typedef struct gate {
 /* FP16 P.V: relative L2 <= 1.5e-2 and cosine >= 0.9998.  FP8 P.V: e4m3 P
  * times e4m3 V puts a floor of about 3.5-4e-2 on zero-mean Gaussian V (each
  * rounding is ~2.5% rms; docs/kernels.md has the simulation), so the gate
- * is 5e-2 with cosine >= 0.999; the measured values are printed. */
-static double g_fp8_worst, g_wgmma_worst;
-static gate gate_for(sj_family fam) {
+ * is 5e-2 with cosine >= 0.999; the measured values are printed.  Split V
+ * leaves P's rounding alone: the issue's FP8 gate, 3.5e-2. */
+static double g_fp8_worst, g_wgmma_worst, g_split_worst;
+static gate gate_for(sj_family fam, sj_pv_accum acc) {
   gate g = {1.5e-2, 0.9998};
   if (fam == SJ_FAMILY_FP8PV || fam == SJ_FAMILY_WGMMA) {
-    g.rel_l2 = 5e-2;
+    g.rel_l2 = acc == SJ_ACCUM_FP32_FP32_SPLITV ? 3.5e-2 : 5e-2;
     g.cosine = 0.999;
   }
   return g;
 }
 
-static int run_case(sj_context *ctx, sj_family fam, const shape *s, int d,
-                    sj_dtype dt, sj_layout lay, int causal, sj_causal_align al,
-                    sj_quant_gran qg, sj_pv_accum acc, int smooth_v, int pad,
-                    uint64_t seed, int verbose) {
+/* Runs one case through sj_check against the gate of its family and mode:
+ * 1 passed, -1 failed, 0 not offered.  *rel gets the relative L2. */
+static int run_case_r(sj_context *ctx, sj_family fam, const shape *s, int d,
+                      sj_dtype dt, sj_layout lay, int causal,
+                      sj_causal_align al, sj_quant_gran qg, sj_pv_accum acc,
+                      int smooth_v, int pad, uint64_t seed, int verbose,
+                      double *rel) {
   sj_check_case cc;
   memset(&cc, 0, sizeof cc);
   sj_attention_params_init(&cc.params);
@@ -251,7 +255,8 @@ static int run_case(sj_context *ctx, sj_family fam, const shape *s, int d,
     return 0;
   if (st != SJ_OK)
     fail_msg("sj_check: %s: %s", sj_status_name(st), sj_context_last_error(ctx));
-  gate g = gate_for(fam);
+  gate g = gate_for(fam, acc);
+  *rel = r.rel_l2;
   const int ok = r.rel_l2 <= g.rel_l2 && r.cosine >= g.cosine &&
                  r.nonfinite == 0 && r.lse_mismatch == 0 &&
                  r.lse_max_abs_err < 5e-2;
@@ -259,6 +264,8 @@ static int run_case(sj_context *ctx, sj_family fam, const shape *s, int d,
     g_fp8_worst = r.rel_l2;
   if (fam == SJ_FAMILY_WGMMA && r.rel_l2 > g_wgmma_worst)
     g_wgmma_worst = r.rel_l2;
+  if (acc == SJ_ACCUM_FP32_FP32_SPLITV && r.rel_l2 > g_split_worst)
+    g_split_worst = r.rel_l2;
   if (verbose || !ok)
     print_message("%s fam%d d%d dt%d lay%d causal%d/%d q%d acc%d sv%d pad%d "
                   "[%d,%d,%d,%d,%d]: rel_l2 %.4g cos %.6f max %.3g lse %.3g "
@@ -269,6 +276,15 @@ static int run_case(sj_context *ctx, sj_family fam, const shape *s, int d,
                   r.lse_max_abs_err, (long long)r.nonfinite,
                   (long long)r.lse_mismatch);
   return ok ? 1 : -1;
+}
+
+static int run_case(sj_context *ctx, sj_family fam, const shape *s, int d,
+                    sj_dtype dt, sj_layout lay, int causal, sj_causal_align al,
+                    sj_quant_gran qg, sj_pv_accum acc, int smooth_v, int pad,
+                    uint64_t seed, int verbose) {
+  double rel;
+  return run_case_r(ctx, fam, s, d, dt, lay, causal, al, qg, acc, smooth_v,
+                    pad, seed, verbose, &rel);
 }
 
 /* Every family x accumulation x granularity, over all shapes, rotating the
@@ -285,7 +301,8 @@ static void test_attention_matrix(void **state) {
                {SJ_FAMILY_FP16PV, SJ_ACCUM_FP16_FP32},
                {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32},
                {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP32},
-               {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP16}};
+               {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP16},
+               {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP32_SPLITV}};
   static const int dims[] = {64, 128, 32, 96, 256};
   int failures = 0, ran = 0, idx = 0;
   for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
@@ -308,9 +325,10 @@ static void test_attention_matrix(void **state) {
       }
     sj_context_destroy(ctx);
   }
-  print_message("%d cases, %d failed; worst fp8pv relative L2 %.4g\n", ran,
-                failures, g_fp8_worst);
-  assert_true(ran > 90);
+  print_message("%d cases, %d failed; worst fp8pv relative L2 %.4g (split V "
+                "%.4g)\n",
+                ran, failures, g_fp8_worst, g_split_worst);
+  assert_true(ran > 110);
   assert_int_equal(failures, 0);
 }
 
@@ -326,10 +344,11 @@ static void test_wgmma_matrix(void **state) {
     sj_context_destroy(ctx);
     skip();
   }
-  static const sj_pv_accum accs[] = {SJ_ACCUM_FP32_FP32, SJ_ACCUM_DEFAULT};
+  static const sj_pv_accum accs[] = {SJ_ACCUM_FP32_FP32, SJ_ACCUM_DEFAULT,
+                                     SJ_ACCUM_FP32_FP32_SPLITV};
   static const int dims[] = {128, 64, 256};
   int failures = 0, ran = 0, idx = 0;
-  for (size_t m = 0; m < 2; m++)
+  for (size_t m = 0; m < 3; m++)
     for (int qg = 1; qg <= 3; qg++)
       for (size_t si = 0; si < N_SHAPES; si++, idx++) {
         const int d = dims[idx % 3];
@@ -347,8 +366,52 @@ static void test_wgmma_matrix(void **state) {
   sj_context_destroy(ctx);
   print_message("%d wgmma cases, %d failed; worst relative L2 %.4g\n", ran,
                 failures, g_wgmma_worst);
-  assert_int_equal(ran, 2 * 3 * (int)N_SHAPES);
+  assert_int_equal(ran, 3 * 3 * (int)N_SHAPES);
   assert_int_equal(failures, 0);
+}
+
+/* Split V must buy what it costs: on the same data, its error is well
+ * below plain fp32+fp32's (the V rounding term gone: about 2.7e-2 against
+ * 3.9e-2 on Gaussian V), for both FP8 families, on a long and a ragged
+ * shape. */
+static void test_splitv_gain(void **state) {
+  (void)state;
+  if (!tu_have_gpu())
+    skip();
+  sj_context *ctx = gpu_ctx(SJ_FAMILY_AUTO);
+  if (ctx->target.sm < 89) { /* no e4m3 mma */
+    sj_context_destroy(ctx);
+    skip();
+  }
+  const int wg = strcmp(ctx->target.name, "sm_90a") == 0;
+  const sj_family fams[] = {SJ_FAMILY_FP8PV, SJ_FAMILY_WGMMA};
+  const shape shapes[] = {{1, 8, 8, 4096, 4096}, {2, 2, 1, 129, 1000}};
+  int ran = 0;
+  for (int f = 0; f < (wg ? 2 : 1); f++)
+    for (int d = 64; d <= 128; d += 64)
+      for (int si = 0; si < 2; si++)
+        for (int causal = 0; causal <= 1; causal++) {
+          double plain, split;
+          const uint64_t seed = 900 + (uint64_t)(d + 2 * si + causal);
+          assert_int_equal(run_case_r(ctx, fams[f], &shapes[si], d,
+                                      SJ_DTYPE_FP16, SJ_LAYOUT_HND, causal,
+                                      SJ_CAUSAL_TOP_LEFT, SJ_QUANT_PER_THREAD,
+                                      SJ_ACCUM_FP32_FP32, 0, 0, seed, 0,
+                                      &plain),
+                           1);
+          assert_int_equal(run_case_r(ctx, fams[f], &shapes[si], d,
+                                      SJ_DTYPE_FP16, SJ_LAYOUT_HND, causal,
+                                      SJ_CAUSAL_TOP_LEFT, SJ_QUANT_PER_THREAD,
+                                      SJ_ACCUM_FP32_FP32_SPLITV, 0, 0, seed, 0,
+                                      &split),
+                           1);
+          print_message("split V %s d%d shape%d causal%d: %.4g -> %.4g\n",
+                        f ? "wgmma" : "fp8pv", d, si, causal, plain, split);
+          assert_true(split <= 0.8 * plain);
+          ran++;
+        }
+  sj_context_destroy(ctx);
+  assert_int_equal(ran, wg ? 16 : 8);
 }
 
 /* Both layouts x both dtypes x causal both ways x head dims 64/128 for the
@@ -619,6 +682,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_core_matrix_full),
       cmocka_unit_test(test_attention_matrix),
       cmocka_unit_test(test_wgmma_matrix),
+      cmocka_unit_test(test_splitv_gain),
       cmocka_unit_test(test_user_workspace),
       cmocka_unit_test(test_single_flight_threads),
       cmocka_unit_test(test_second_process_all_disk_hits),

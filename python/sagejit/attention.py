@@ -52,6 +52,7 @@ _ACCUM = {
     "fp32+fp32": S.SJ_ACCUM_FP32_FP32,
     "fp16+fp32": S.SJ_ACCUM_FP16_FP32,
     "fp32+fp16": S.SJ_ACCUM_FP32_FP16,
+    "fp32+fp32+splitv": S.SJ_ACCUM_FP32_FP32_SPLITV,
 }
 _FAMILY = {
     "auto": S.SJ_FAMILY_AUTO,
@@ -641,8 +642,9 @@ def sageattn(q: Any, k: Any, v: Any, tensor_layout: str = "HND",
     Keyword options (``None`` / absent: the library's default for the
     family):
         qk_quant_gran: ``"per_block"``, ``"per_warp"`` or ``"per_thread"``.
-        pv_accum_dtype: ``"fp32"``, ``"fp32+fp32"``, ``"fp16+fp32"`` or
-            ``"fp32+fp16"``.
+        pv_accum_dtype: ``"fp32"``, ``"fp32+fp32"``, ``"fp16+fp32"``,
+            ``"fp32+fp16"`` or ``"fp32+fp32+splitv"`` (fp8pv and wgmma:
+            V as two e4m3 terms, the more accurate P.V).
         smooth_k: subtract the per-channel mean of K (default on).
         smooth_v: subtract the mean of V (fp32 accumulations only).
         causal_alignment: ``"top_left"`` (default; SageAttention and
