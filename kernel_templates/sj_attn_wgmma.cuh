@@ -35,17 +35,17 @@
 
 namespace sj {
 
-constexpr int WG_THREADS = 384; // producer + two consumer warpgroups
 
 // Shared memory of attn_wgmma (byte offsets from a 1024-aligned base).
 // Rows wider than 128 bytes are split into 128-byte column chunks, each
 // chunk a [rows][128] block: the shape of a TMA box and of a wgmma
 // K-major swizzled operand.
-// SPLIT: each V stage holds the V tile and then its residual tile.
-template <int D, int BN, int STAGES, bool SPLIT> struct WgSmem {
+// SPLIT: each V stage holds the V tile and then its residual tile.  BQ:
+// query rows per CTA (64 per consumer warpgroup).
+template <int D, int BN, int STAGES, bool SPLIT, int BQ> struct WgSmem {
   static constexpr int CH = D < 128 ? D : 128; // bytes per row chunk (Q, K)
   static constexpr int NCH = D / CH;
-  static constexpr int Q_BYTES = BLK_Q * D;
+  static constexpr int Q_BYTES = BQ * D;
   static constexpr int K_BYTES = BN * D;
   static constexpr int V_BYTES = D * BN;
   static constexpr int VS_BYTES = (SPLIT ? 2 : 1) * V_BYTES; // one V stage
@@ -57,7 +57,7 @@ template <int D, int BN, int STAGES, bool SPLIT> struct WgSmem {
   // total size (plus 1024 to align the base) is wgmma_smem in runtime/spec.c
   static constexpr int BAR_OFF = ONES_OFF + 1024;
   static constexpr int O_PITCH = 2 * D + 16; // epilogue staging, over Q/K/V
-  static_assert(BLK_Q * O_PITCH <= BAR_OFF, "O staging must fit over the tiles");
+  static_assert(BQ * O_PITCH <= BAR_OFF, "O staging must fit over the tiles");
 };
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -127,8 +127,8 @@ template <int ROW_BYTES> __device__ __forceinline__ u64 wg_desc(u32 e) {
   asm("mov.b64 %0, {%1, %2};" : "=l"(d) : "r"(e + 0x10000u), "n"(HI));
   return d;
 }
-__device__ __forceinline__ void consumer_sync() {
-  asm volatile("bar.sync 1, 256;\n" ::: "memory");
+template <int NC> __device__ __forceinline__ void consumer_sync() {
+  asm volatile("bar.sync 1, %0;\n" ::"n"(NC * 128) : "memory");
 }
 
 template <int N>
@@ -202,15 +202,21 @@ __device__ __forceinline__ void fold(float (&o)[N], const float (&acc)[N],
 
 #endif // __CUDA_ARCH_FEAT_SM90_ALL
 
-// BN: keys per KV tile (64 or 128).  STAGES: K/V buffers in flight.
-template <int DT, int D, bool CAUSAL, int QG, int ACC, int STAGES, int BN>
-__global__ void __launch_bounds__(WG_THREADS, 1)
+// BN: keys per KV tile (64 or 128).  STAGES: K/V buffers in flight.  NC:
+// consumer warpgroups, 64 query rows each; with NC = 1 two CTAs share a
+// multiprocessor (the producer's registers go to the consumer: 24 + 232 =
+// 2 x 128; 128 (NC + 1) threads: the producer warpgroup and NC consumers),
+// so one CTA's prologue and epilogue run under the other's loop.
+template <int DT, int D, bool CAUSAL, int QG, int ACC, int STAGES, int BN, int NC>
+__global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
     attn_wgmma(const __grid_constant__ sj_wgmma_args w) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   // Split V (ACC_FP32_FP32_SPLITV): every P.V k-step runs twice, on the V
   // tile and on its residual, into the same accumulator.
   constexpr bool SPLIT = ACC == ACC_FP32_FP32_SPLITV;
-  typedef WgSmem<D, BN, STAGES, SPLIT> S;
+  constexpr int BQ = 64 * NC; // query rows per CTA
+  static_assert(NC == 1 || NC == 2, "consumer warpgroups");
+  typedef WgSmem<D, BN, STAGES, SPLIT, BQ> S;
   constexpr int CH = S::CH, NCH = S::NCH;
   constexpr int NS = BN / 8;        // n8 column groups of S
   constexpr int KC = BN / 32;       // k-steps of P.V
@@ -244,12 +250,12 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
 #define SJ_EMPTY(s) (bar0 + 8 * (1 + 2 * STAGES + (s)))
 
   // Causal CTAs see more keys the later their block: start those first.
-  const int qblk = CAUSAL ? G.n_qblk - 1 - (int)blockIdx.x : (int)blockIdx.x;
+  const int qblk = CAUSAL ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
   const int h = blockIdx.y, b = blockIdx.z;
   const int hk = h / (G.heads_q / G.heads_kv);
   const i64 bh = (i64)b * G.heads_q + h;
   const i64 bhk = (i64)b * G.heads_kv + hk;
-  const int q0 = qblk * BLK_Q;
+  const int q0 = qblk * BQ;
   const Seq sq = seq_q(G, b), sk = seq_kv(G, b);
   if (q0 >= sq.len)
     return; // uniform over the CTA, before any barrier
@@ -257,7 +263,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
   const int causal_offset = (a.flags & SJ_F_CAUSAL_BR) ? len_kv - len_q : 0;
   int n_tiles = (len_kv + BN - 1) / BN;
   if (CAUSAL) {
-    const int last = q0 + BLK_Q - 1 + causal_offset; // last visible key
+    const int last = q0 + BQ - 1 + causal_offset; // last visible key
     n_tiles = min(n_tiles, last < 0 ? 0 : last / BN + 1);
   }
 
@@ -267,7 +273,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
     for (int s = 0; s < STAGES; s++) {
       mbar_init(SJ_K_FULL(s), 1);
       mbar_init(SJ_V_FULL(s), 1);
-      mbar_init(SJ_EMPTY(s), 256); // every consumer thread arrives
+      mbar_init(SJ_EMPTY(s), NC * 128); // every consumer thread arrives
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -287,7 +293,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
       mbar_expect_tx(q_full, S::Q_BYTES);
 #pragma unroll
       for (int c = 0; c < NCH; c++)
-        tma_load_2d(sQ + c * BLK_Q * CH, &w.tq, c * CH, q_row, q_full);
+        tma_load_2d(sQ + c * BQ * CH, &w.tq, c * CH, q_row, q_full);
       for (int j = 0; j < n_tiles; j++) {
         const int st = j % STAGES;
         if (j >= STAGES)
@@ -309,7 +315,10 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
   }
 
   // --------------------------------------------------------- consumers
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
+  if (NC == 1)
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+  else
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
   const int cg = wg - 1;                    // consumer warpgroup: 64 rows
   const int wl = (threadIdx.x / 32) % 4;    // warp within the warpgroup
   const int cw = cg * 4 + wl;               // consumer warp: 16 rows
@@ -318,14 +327,16 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
 
   float q_scale;
   {
+    // the quantizer's groups: 128-row blocks of 8 warps of 16 rows
     const float *qs = (const float *)a.q_scale;
-    const i64 base = bh * G.n_qblk + qblk;
+    const i64 base = bh * G.n_qblk + q0 / BLK_Q;
+    const int qw = (q0 % BLK_Q) / 16 + cw;
     if (QG == PER_BLOCK)
       q_scale = qs[base];
     else if (QG == PER_WARP)
-      q_scale = qs[base * 8 + cw];
+      q_scale = qs[base * 8 + qw];
     else
-      q_scale = qs[(base * 8 + cw) * 8 + g];
+      q_scale = qs[(base * 8 + qw) * 8 + g];
   }
   const float q_mult = q_scale * a.sm_scale_log2;
 
@@ -357,7 +368,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
 #pragma unroll
     for (int kk = 0; kk < D / 32; kk++) {
       const int c = kk * 32 / CH, in = kk * 32 % CH;
-      const u64 da = wg_desc<CH>(eQ + (c * BLK_Q * CH + in) / 16);
+      const u64 da = wg_desc<CH>(eQ + (c * BQ * CH + in) / 16);
       const u64 db = wg_desc<CH>(eK + (c * BN * CH + in) / 16);
       wgmma_s8<BN>(s, da, db, kk > 0);
     }
@@ -516,9 +527,10 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
 
   // The ones block of rowsum_p, written once (generic-proxy stores that the
   // tensor core reads: fence, then a barrier among the consumers).
-  reinterpret_cast<u32 *>(smem + S::ONES_OFF)[threadIdx.x - 128] = 0x38383838u;
+  for (int i = threadIdx.x - 128; i < 256; i += NC * 128)
+    reinterpret_cast<u32 *>(smem + S::ONES_OFF)[i] = 0x38383838u;
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-  consumer_sync();
+  consumer_sync<NC>();
   load_kscale(0);
   mbar_wait(q_full, 0);
   if (n_tiles > 0) {
@@ -554,7 +566,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
   }
 
   // ---- epilogue: normalize, undo V scaling, stage, store whole rows
-  consumer_sync(); // both consumers are done with every tile
+  consumer_sync<NC>(); // every consumer is done with every tile
   const bool smooth_v = (a.flags & SJ_F_SMOOTH_V) != 0;
   const i64 lse0 = lse_row0(G, sq, b, h);
   const float *vs = (const float *)a.v_scale + bhk * D;
@@ -581,8 +593,8 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
     if ((a.flags & SJ_F_LSE) && t == 0 && row < len_q)
       store_lse(a, lse0, row, m[hf], dsum, P_OFFSET);
   }
-  consumer_sync();
-  store_o_rows<D>(a, sq, b, h, q0, smem, S::O_PITCH, threadIdx.x - 128, 256);
+  consumer_sync<NC>();
+  store_o_rows<D, BQ>(a, sq, b, h, q0, smem, S::O_PITCH, threadIdx.x - 128, NC * 128);
 #undef SJ_K_FULL
 #undef SJ_V_FULL
 #undef SJ_EMPTY

@@ -98,10 +98,10 @@ __device__ __forceinline__ void store_lse(const sj_attn_args &a, i64 lse0,
   ((float *)a.lse)[lse0 + row] = l;
 }
 
-// Copies the BLK_Q output rows staged in shared memory (16-bit values,
+// Copies the ROWS output rows staged in shared memory (16-bit values,
 // `pitch` bytes apart) to the caller's O in 16-byte chunks; `tid` of
 // `nthreads` threads; rows past the sequence are not stored.
-template <int D>
+template <int D, int ROWS = BLK_Q>
 __device__ __forceinline__ void store_o_rows(const sj_attn_args &a,
                                              const Seq &sq, int b, int h,
                                              int q0, const u8 *s_o, int pitch,
@@ -109,7 +109,7 @@ __device__ __forceinline__ void store_o_rows(const sj_attn_args &a,
   const sj_geom &G = a.g;
   const i64 o_base = user_base(G.cu_q != 0, sq, b, a.o_sb, a.o_sn) + (i64)h * a.o_sh;
   constexpr int CPR = D / 8; // 16-byte chunks per row
-  for (int i = tid; i < BLK_Q * CPR; i += nthreads) {
+  for (int i = tid; i < ROWS * CPR; i += nthreads) {
     const int lrow = i / CPR, c = i % CPR;
     const int row = q0 + lrow;
     if (row >= sq.len)

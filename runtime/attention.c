@@ -683,8 +683,9 @@ static sj_status wgmma_maps_current(sj_context *ctx, const call *c,
     v_pitch = (uint64_t)g->seq_kv_pad;
     v_rows = (uint64_t)c->batch * (uint64_t)c->heads_kv * D;
   }
-  SJ_FORWARD(encode_map(ctx, &wa->tq, ws + l->q8, D, q_rows, D, ch, 128,
-                        TMAP_L2_128B, "q8"));
+  SJ_FORWARD(encode_map(ctx, &wa->tq, ws + l->q8, D, q_rows, D, ch,
+                        64u * (unsigned)pl->wg_consumers, TMAP_L2_128B,
+                        "q8"));
   SJ_FORWARD(encode_map(ctx, &wa->tk, ws + l->k8, D, k_rows, D, ch, bn,
                         TMAP_L2_256B, "k8"));
   if (pl->accum == SJ_ACCUM_FP32_FP32_SPLITV)
@@ -853,9 +854,12 @@ static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
       memset(&wa, 0, sizeof wa);
       wa.a = aa;
       st = wgmma_maps(ctx, c, &l, ws, &wa);
+      /* 64 query rows per consumer warpgroup */
+      const int64_t bq = 64 * (int64_t)pl->wg_consumers;
       if (st == SJ_OK)
-        st = sj_launch(ctx, fn[3], (unsigned)l.g.n_qblk, (unsigned)c->heads_q,
-                       (unsigned)c->batch, &sh, stream, &wa, "attn_wgmma");
+        st = sj_launch(ctx, fn[3], (unsigned)((c->seq_q + bq - 1) / bq),
+                       (unsigned)c->heads_q, (unsigned)c->batch, &sh, stream,
+                       &wa, "attn_wgmma");
     } else {
       st = sj_launch(ctx, fn[3], (unsigned)l.g.n_qblk, (unsigned)c->heads_q,
                      (unsigned)c->batch, &sh, stream, &aa, "attn_mma");

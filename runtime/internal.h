@@ -183,6 +183,7 @@ typedef struct sj_spec {
   int warp_q;
   int stages;
   int ksub;
+  int wg_consumers; /* wgmma: consumer warpgroups per CTA (64 rows each) */
 } sj_spec;
 
 /* Launch shape that goes with a spec (threads, dynamic shared memory). */
@@ -206,6 +207,7 @@ typedef struct sj_plan {
   sj_pv_accum accum;
   int smooth_k, smooth_v;
   int warp_q, stages, ksub;
+  int wg_consumers; /* wgmma: 64-row consumer warpgroups per CTA (1 or 2) */
   sj_spec specs[4]; /* stats, finalize, quant, attention */
   int n_specs;
 } sj_plan;

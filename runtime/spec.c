@@ -77,10 +77,11 @@ int sj_spec_name(const sj_spec *s, char *buf, size_t size) {
     break;
   case SJ_KERNEL_ATTN:
     if (s->family == SJ_FAMILY_WGMMA) { /* ksub holds the keys per tile */
-      n = snprintf(buf, size, "sj::attn_wgmma<%s,%d,%s,%s,%s,%d,%d>",
+      n = snprintf(buf, size, "sj::attn_wgmma<%s,%d,%s,%s,%s,%d,%d,%d>",
                    dtype_name(s->dtype), s->head_dim,
                    s->causal ? "true" : "false", quant_name(s->quant),
-                   accum_name(s->accum), s->stages, s->ksub);
+                   accum_name(s->accum), s->stages, s->ksub,
+                   s->wg_consumers);
       break;
     }
     n = snprintf(buf, size, "sj::attn_mma<%s,%s,%d,%s,%s,%s,%d,%d,%d>",
@@ -107,9 +108,9 @@ static int attn_smem(sj_family fam, int d, int stages, int split) {
 }
 
 /* Dynamic shared memory of attn_wgmma (WgSmem in sj_attn_wgmma.cuh), plus
- * room to align the base to 1024 bytes. */
-static int wgmma_smem(int d, int bn, int stages, int split) {
-  return BLK_Q * d + stages * (2 + (split ? 1 : 0)) * bn * d +
+ * room to align the base to 1024 bytes; nc consumer warpgroups of 64 rows. */
+static int wgmma_smem(int d, int bn, int stages, int split, int nc) {
+  return 64 * nc * d + stages * (2 + (split ? 1 : 0)) * bn * d +
          1024 /* ones */ + 8 * (1 + 3 * stages) + 1024 /* alignment */;
 }
 
@@ -118,9 +119,10 @@ sj_launch_shape sj_spec_shape(const sj_spec *s) {
   switch (s->kind) {
   case SJ_KERNEL_ATTN:
     if (s->family == SJ_FAMILY_WGMMA) {
-      sh.threads = 384;
+      sh.threads = 128 * (s->wg_consumers + 1);
       sh.smem_bytes = wgmma_smem(s->head_dim, s->ksub, s->stages,
-                                 s->accum == SJ_ACCUM_FP32_FP32_SPLITV);
+                                 s->accum == SJ_ACCUM_FP32_FP32_SPLITV,
+                                 s->wg_consumers);
       break;
     }
     sh.threads = BLK_Q / s->warp_q * 32;
@@ -148,8 +150,9 @@ int sj_spec_options(const sj_spec *s, const sj_target *t, char opts[][64],
 }
 
 /* Development knob: SAGEJIT_TUNE="warp_q=32,ksub=32" overrides the rows per
- * warp (16 or 32) and the keys per compute step (32 or 64).  Both are in
- * the name expression, hence in the cache key. */
+ * warp (16 or 32) and the keys per compute step (32 or 64) of attn_mma;
+ * "bn=64,nc=1,stages=2" the keys per tile, consumer warpgroups and stages
+ * of attn_wgmma.  All are in the name expression, hence in the cache key. */
 static int tune_int(const char *name, int a, int b, int dflt) {
   const char *v = getenv("SAGEJIT_TUNE");
   const char *w = v ? strstr(v, name) : NULL;
@@ -253,8 +256,21 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
      * the consumers' 240 registers.  Two stages, three at D <= 128. */
     out->warp_q = 16;
     out->ksub = tune_int("bn=", 64, 128, head_dim == 256 ? 64 : 128);
+    /* 64 query rows per consumer warpgroup.  At D = 64 one consumer per
+     * CTA, two CTAs per multiprocessor (the prologue and epilogue of one
+     * run under the other's loop): +9-12 % on the H100.  At D = 128 that
+     * needs twice the K/V traffic from L2, and split V no longer fits three
+     * stages: -10-12 % there, so two consumers share each tile
+     * (bench/NOTES.md, w9). */
+    out->wg_consumers = tune_int("nc=", 1, 2, head_dim == 64 ? 1 : 2);
+    /* One consumer: two CTAs must share a multiprocessor's shared memory
+     * (each also keeps 1 KB for the system). */
+    const int smem_cap = out->wg_consumers == 1
+                             ? (t->smem_optin + 1024) / 2 - 1024
+                             : t->smem_optin;
     out->stages = tune_int("stages=", 2, 3, 3);
-    if (wgmma_smem(head_dim, out->ksub, out->stages, split) > t->smem_optin)
+    if (wgmma_smem(head_dim, out->ksub, out->stages, split,
+                   out->wg_consumers) > smem_cap)
       out->stages = 2;
   } else {
   /* 32 rows per warp share each K/V fragment between two m-tiles; at
@@ -294,6 +310,7 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
   base.warp_q = out->warp_q;
   base.stages = out->stages;
   base.ksub = out->ksub;
+  base.wg_consumers = out->wg_consumers;
   base.causal = out->causal;
   sj_spec *sp = out->specs;
   /* stats + finalize: K mean and V scale (independent of quant/accum) */
@@ -306,6 +323,7 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
   sp[0].warp_q = 0;
   sp[0].stages = 0;
   sp[0].ksub = 0;
+  sp[0].wg_consumers = 0;
   sp[1] = sp[0];
   sp[1].kind = SJ_KERNEL_FINALIZE;
   sp[1].dtype = 0;

@@ -112,6 +112,17 @@ static void test_plan_defaults(void **state) {
   assert_int_equal(p.accum, SJ_ACCUM_FP32_FP32_SPLITV);
   assert_int_equal(p.warp_q, 16); /* the quantizer's scale layout */
   assert_int_equal(p.n_specs, 4);
+  assert_int_equal(p.wg_consumers, 2);
+  assert_int_equal(sj_spec_shape(&p.specs[3]).threads, 384);
+  /* D = 64: one consumer warpgroup, two CTAs per multiprocessor (each
+   * within half the shared memory) */
+  assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_AUTO, SJ_DTYPE_FP16, 64, 0, 0, 0,
+                                -1, -1, &p, msg, sizeof msg),
+                   SJ_OK);
+  assert_int_equal(p.wg_consumers, 1);
+  assert_int_equal(sj_spec_shape(&p.specs[3]).threads, 256);
+  assert_true(2 * (sj_spec_shape(&p.specs[3]).smem_bytes + 1024) <=
+              t90.smem_optin + 1024);
   /* What wgmma does not offer falls back to fp8pv under AUTO ... */
   assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_AUTO, SJ_DTYPE_FP16, 96, 0, 0, 0,
                                 -1, -1, &p, msg, sizeof msg),
@@ -134,7 +145,7 @@ static void test_plan_defaults(void **state) {
   assert_int_equal(p.smooth_v, 1);
   assert_int_equal(sj_spec_name(&p.specs[3], name, sizeof name), 0);
   assert_string_equal(name, "sj::attn_wgmma<sj::BF16,256,true,sj::PER_WARP,"
-                            "sj::ACC_FP32_FP32,3,64>");
+                            "sj::ACC_FP32_FP32,3,64,2>");
   /* fp32 (accumulating in the tensor core) goes to fp8pv under AUTO */
   assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_AUTO, SJ_DTYPE_FP16, 128, 0, 0,
                                 SJ_ACCUM_FP32, -1, -1, &p, msg, sizeof msg),
