@@ -1,0 +1,117 @@
+/*
+ * test_compile_matrix.c -- the full option matrix of each family compiles
+ * with NVRTC on this GPU-less machine, for one target per family: FP16PV on
+ * sm_80, FP8PV on sm_89, WGMMA on sm_90a; every dtype, head dim, causal
+ * mode, granularity and accumulation the family offers.  (test_compile
+ * covers the default matrix of every target.)  Slow (several minutes on
+ * two cores), so it carries its own ctest label and the sanitizer passes
+ * leave it out.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "internal.h"
+#include "testutil.h"
+
+typedef struct attn_count {
+  const char *target, *prefix;
+  int64_t n;
+} attn_count;
+
+static int count_attn(void *user, const sj_cache_entry *e) {
+  attn_count *c = user;
+  if (!strcmp(e->target, c->target) &&
+      !strncmp(e->kernel, c->prefix, strlen(c->prefix)))
+    c->n++;
+  return 0;
+}
+
+static void test_full_matrix_per_family(void **state) {
+  (void)state;
+  if (sj_nvrtc_version(NULL, NULL) != SJ_OK)
+    skip();
+  char dir[512];
+  assert_int_equal(tu_mkdtemp("matrix", dir, sizeof dir), 0);
+  sj_config cfg;
+  sj_config_init(&cfg);
+  cfg.device = SJ_DEVICE_NONE;
+  cfg.target = "sm_90a";
+  cfg.cache_dir = dir;
+  sj_context *ctx = NULL;
+  assert_int_equal(sj_context_create(&ctx, &cfg), SJ_OK);
+
+  static const int dims[] = {32, 64, 96, 128, 256};
+  static const int causal[] = {0, 1};
+  static const sj_dtype dtypes[] = {SJ_DTYPE_FP16, SJ_DTYPE_BF16};
+  static const sj_quant_gran quants[] = {SJ_QUANT_PER_BLOCK, SJ_QUANT_PER_WARP,
+                                         SJ_QUANT_PER_THREAD};
+  static const sj_pv_accum accums[] = {
+      SJ_ACCUM_FP32, SJ_ACCUM_FP32_FP32, SJ_ACCUM_FP16_FP32,
+      SJ_ACCUM_FP32_FP16, SJ_ACCUM_FP32_FP32_SPLITV};
+  /* Attention kernels each family must produce (docs/kernels.md): the
+   * accumulations it offers x 2 dtypes x its head dims x 2 x 3. */
+  static const struct {
+    const char *target;
+    sj_family fam;
+    const char *prefix;
+    int64_t want;
+  } cases[] = {
+      {"sm_80", SJ_FAMILY_FP16PV, "sj::attn_mma<sj::FP16PV,", 2 * 2 * 5 * 2 * 3},
+      {"sm_89", SJ_FAMILY_FP8PV, "sj::attn_mma<sj::FP8PV,", 4 * 2 * 5 * 2 * 3},
+      {"sm_90a", SJ_FAMILY_WGMMA, "sj::attn_wgmma<", 2 * 2 * 3 * 2 * 3},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    sj_warm_request req;
+    memset(&req, 0, sizeof req);
+    req.targets = &cases[i].target;
+    req.n_targets = 1;
+    req.head_dims = dims;
+    req.n_head_dims = 5;
+    req.causal = causal;
+    req.n_causal = 2;
+    req.dtypes = dtypes;
+    req.n_dtypes = 2;
+    req.families = &cases[i].fam;
+    req.n_families = 1;
+    req.quant = quants;
+    req.n_quant = 3;
+    req.accum = accums;
+    req.n_accum = 5;
+    req.jobs = 2;
+    sj_warm_result r;
+    sj_status st = sj_warm(ctx, &req, &r);
+    if (st != SJ_OK)
+      fail_msg("warm %s: %s", cases[i].target, sj_context_last_error(ctx));
+    print_message("%s %s: %lld kernels compiled, %lld cached, %lld "
+                  "combinations not offered, %.0f s\n",
+                  cases[i].target, sj_family_str(cases[i].fam),
+                  (long long)r.compiled, (long long)r.cached,
+                  (long long)r.skipped, r.seconds);
+    assert_int_equal(r.failed, 0);
+    assert_int_equal(r.compiled + r.cached, r.total);
+    attn_count c = {cases[i].target, cases[i].prefix, 0};
+    assert_int_equal(sj_cache_list(ctx, count_attn, &c), SJ_OK);
+    assert_int_equal(c.n, cases[i].want);
+  }
+  /* Every stored image passes the checksum and ELF/target checks. */
+  int64_t checked = 0, ok = 0, corrupt = 0;
+  assert_int_equal(sj_cache_verify(ctx, &checked, &ok, &corrupt), SJ_OK);
+  assert_int_equal(ok, checked);
+  assert_int_equal(corrupt, 0);
+  sj_context_destroy(ctx);
+  tu_rmrf(dir);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_full_matrix_per_family),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
