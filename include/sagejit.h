@@ -146,7 +146,11 @@ typedef enum sj_pv_accum {
   /* FP8PV and WGMMA: fp32+fp32 with V as two e4m3 terms, V = hi + lo, lo
    * the e4m3 residual of hi.  P.V runs twice per tile and its error is
    * P's rounding alone (docs/kernels.md: accuracy and cost). */
-  SJ_ACCUM_FP32_FP32_SPLITV = 5
+  SJ_ACCUM_FP32_FP32_SPLITV = 5,
+  /* WGMMA: P and V in the input's 16-bit type (fp16, or bf16 for bf16
+   * input), accumulating in fp32 straight into O: the FP16PV family's
+   * numerics on wgmma (docs/kernels.md). */
+  SJ_ACCUM_PV16 = 6
 } sj_pv_accum;
 
 /* Where the causal diagonal sits when seq_q != seq_kv.

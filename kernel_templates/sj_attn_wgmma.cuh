@@ -26,7 +26,9 @@
 // accumulator keeps too few bits to carry O across a long sequence.  Row
 // sums of P come from the tensor core too (P times a block of ones).  With
 // split V (ACC_FP32_FP32_SPLITV, the default) every P.V k-step runs again
-// on the residual V tile, into the same accumulator.
+// on the residual V tile, into the same accumulator.  With 16-bit P.V
+// (ACC_PV16) P and V^T are in the input's type, wgmma k16 accumulates
+// straight into O (rescaled before the issue), with no tile accumulator.
 #pragma once
 #include "sj_abi.h"
 #include "sj_common.cuh"
@@ -40,14 +42,15 @@ namespace sj {
 // Rows wider than 128 bytes are split into 128-byte column chunks, each
 // chunk a [rows][128] block: the shape of a TMA box and of a wgmma
 // K-major swizzled operand.
-// SPLIT: each V stage holds the V tile and then its residual tile.  BQ:
-// query rows per CTA (64 per consumer warpgroup).
-template <int D, int BN, int STAGES, bool SPLIT, int BQ> struct WgSmem {
+// SPLIT: each V stage holds the V tile and then its residual tile.  V16:
+// the V^T tile is 16-bit, as BN / 64 chunks of [D][128 bytes].  BQ: query
+// rows per CTA (64 per consumer warpgroup).
+template <int D, int BN, int STAGES, bool SPLIT, int BQ, bool V16> struct WgSmem {
   static constexpr int CH = D < 128 ? D : 128; // bytes per row chunk (Q, K)
   static constexpr int NCH = D / CH;
   static constexpr int Q_BYTES = BQ * D;
   static constexpr int K_BYTES = BN * D;
-  static constexpr int V_BYTES = D * BN;
+  static constexpr int V_BYTES = D * BN * (V16 ? 2 : 1);
   static constexpr int VS_BYTES = (SPLIT ? 2 : 1) * V_BYTES; // one V stage
   static constexpr int Q_OFF = 0;
   static constexpr int K_OFF = Q_OFF + Q_BYTES;
@@ -158,6 +161,47 @@ __device__ __forceinline__ void wgmma_e4m3<128>(float (&d)[64], const u32 (&a)[4
   wgmma_e4m3_n128(d, a, db, sc);
 }
 
+// 16-bit P.V (ACC_PV16): P and V in the input dtype (fp16 or bf16), k16.
+template <int DT, int N>
+__device__ __forceinline__ void wgmma_h(float (&d)[N / 2], const u32 (&a)[4], u64 db,
+                                        int sc) {
+  if constexpr (DT == FP16) {
+    if constexpr (N == 8)
+      wgmma_f16_n8(d, a, db, sc);
+    else if constexpr (N == 64)
+      wgmma_f16_n64(d, a, db, sc);
+    else
+      wgmma_f16_n128(d, a, db, sc);
+  } else {
+    if constexpr (N == 8)
+      wgmma_bf16_n8(d, a, db, sc);
+    else if constexpr (N == 64)
+      wgmma_bf16_n64(d, a, db, sc);
+    else
+      wgmma_bf16_n128(d, a, db, sc);
+  }
+}
+// The 16-bit V^T tile is stored as 64-key column chunks, each [D rows][128
+// bytes] (a TMA box, 128-byte swizzle): k16 step kc lies in chunk kc / 4 at
+// byte 32 (kc % 4) of each row.
+template <int D> __device__ __forceinline__ u32 v16_step(int kc) {
+  return (kc / 4) * (D * 128 / 16) + (kc % 4) * 2;
+}
+template <int DT, int D, int DC, int KP, int K0, int K1>
+__device__ __forceinline__ void pv_chunk16(float (&d)[DC / 2], const u32 (&pa)[KP][4],
+                                           u32 ev, bool add) {
+#pragma unroll
+  for (int kc = K0; kc < K1; kc++)
+    wgmma_h<DT, DC>(d, pa[kc], wg_desc<128>(ev + v16_step<D>(kc)), add || kc > 0);
+}
+template <int DT, int KP, int K0, int K1>
+__device__ __forceinline__ void rowsum16(float (&d)[4], const u32 (&pa)[KP][4], u32 e_ones,
+                                         bool add) {
+#pragma unroll
+  for (int kc = K0; kc < K1; kc++)
+    wgmma_h<DT, 8>(d, pa[kc], wg_desc<128>(e_ones + (kc % 4) * 2), add || kc > 0);
+}
+
 // P.V for DC channels starting at the V tile row `sv`, all KC k-steps (V
 // columns past a sequence are zeros: see sj_quant.cuh).  `add`: accumulate
 // into d, else start fresh.
@@ -214,9 +258,15 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
   // Split V (ACC_FP32_FP32_SPLITV): every P.V k-step runs twice, on the V
   // tile and on its residual, into the same accumulator.
   constexpr bool SPLIT = ACC == ACC_FP32_FP32_SPLITV;
+  // 16-bit P.V (ACC_PV16): P and V^T in the input dtype, wgmma k16,
+  // accumulating in fp32 straight into O (the tensor core's fp32 is exact
+  // enough here, unlike its e4m3 path); no V scale.
+  constexpr bool V16 = ACC == ACC_PV16;
+  constexpr int KP = V16 ? BN / 16 : BN / 32; // k-steps of P.V
+  constexpr int GPK = V16 ? 2 : 4;            // n8 column groups per k-step
   constexpr int BQ = 64 * NC; // query rows per CTA
   static_assert(NC == 1 || NC == 2, "consumer warpgroups");
-  typedef WgSmem<D, BN, STAGES, SPLIT, BQ> S;
+  typedef WgSmem<D, BN, STAGES, SPLIT, BQ, V16> S;
   constexpr int CH = S::CH, NCH = S::NCH;
   constexpr int NS = BN / 8;        // n8 column groups of S
   constexpr int KC = BN / 32;       // k-steps of P.V
@@ -228,7 +278,8 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
   // Only two-level accumulation: the tensor core's e4m3 accumulator keeps
   // too few bits to carry O across a long sequence (accumulating in it
   // directly measured relative L2 3.2e-1 at N = 16K; bench/NOTES.md).
-  static_assert(ACC == ACC_FP32_FP32 || SPLIT, "the wgmma family accumulates fp32+fp32");
+  static_assert(ACC == ACC_FP32_FP32 || SPLIT || V16,
+                "the wgmma family accumulates fp32+fp32 (or 16-bit P.V in fp32)");
   constexpr float TAU = 4.0f;       // lazy rescale threshold (log2 units)
   constexpr float P_OFFSET = FP8_P_OFFSET - TAU;
   constexpr int MAGIC_I = 0x4B400000;
@@ -304,8 +355,15 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
           tma_load_2d(sK0 + st * S::K_BYTES + c * BN * CH, &w.tk, c * CH,
                       k_row + j * BN, SJ_K_FULL(st));
         mbar_expect_tx(SJ_V_FULL(st), S::VS_BYTES);
-        tma_load_2d(sV0 + st * S::VS_BYTES, &w.tv, v_col + j * BN, v_row,
-                    SJ_V_FULL(st));
+        if (V16) {
+#pragma unroll
+          for (int c = 0; c < BN / 64; c++) // byte columns of 16-bit V^T
+            tma_load_2d(sV0 + st * S::VS_BYTES + c * D * 128, &w.tv,
+                        (v_col + j * BN) * 2 + c * 128, v_row, SJ_V_FULL(st));
+        } else {
+          tma_load_2d(sV0 + st * S::VS_BYTES, &w.tv, v_col + j * BN, v_row,
+                      SJ_V_FULL(st));
+        }
         if (SPLIT)
           tma_load_2d(sV0 + st * S::VS_BYTES + S::V_BYTES, &w.tv, v_col + j * BN,
                       v_lo_row, SJ_V_FULL(st));
@@ -355,9 +413,9 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
   // bench/NOTES.md.)  Every wgmma is issued on a straight path (no
   // data-dependent branch around one), else ptxas serializes them.
   float o_scale[2] = {1.f, 1.f}; // rescale of the tile whose P is held
-  u32 pa[KC][4];                 // P of the previous tile, e4m3
+  u32 pa[KP][4];                 // P of the previous tile, e4m3 or 16-bit
   i32 s[BN / 2];
-  float acc[DC / 2];                 // P.V of one tile
+  float acc[V16 ? 1 : DC / 2];       // P.V of one tile (V16: O itself)
   float lsum[4] = {0.f, 0.f, 0.f, 0.f}; // its row sums (rowsum_p)
   // Encoded (>> 4) shared addresses for the wgmma descriptors.
   const u32 e_ones = (s_base + S::ONES_OFF) >> 4;
@@ -382,37 +440,58 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
   constexpr u32 E_VLO = S::V_BYTES / 16;
   auto issue_pv_lo = [&](int stage) {
     const u32 ev = eV0 + stage * (S::VS_BYTES / 16);
-    pv_chunk<DC, KC, BN, 0, KC / 2>(acc, pa, ev, false);
-    if (SPLIT)
-      pv_chunk<DC, KC, BN, 0, KC / 2>(acc, pa, ev + E_VLO, true);
-    rowsum_p<KC, BN, 0, KC / 2>(lsum, pa, e_ones, false);
+    if constexpr (V16) {
+      // every channel chunk at once: each accumulates into its own O
+#pragma unroll
+      for (int dc = 0; dc < NDC; dc++)
+        pv_chunk16<DT, D, DC, KP, 0, KP / 2>(o[dc], pa, ev + dc * (DC * 128 / 16), true);
+      rowsum16<DT, KP, 0, KP / 2>(lsum, pa, e_ones, false);
+    } else {
+      pv_chunk<DC, KC, BN, 0, KC / 2>(acc, pa, ev, false);
+      if (SPLIT)
+        pv_chunk<DC, KC, BN, 0, KC / 2>(acc, pa, ev + E_VLO, true);
+      rowsum_p<KC, BN, 0, KC / 2>(lsum, pa, e_ones, false);
+    }
   };
   auto issue_pv_hi = [&](int stage) {
     const u32 ev = eV0 + stage * (S::VS_BYTES / 16);
-    pv_chunk<DC, KC, BN, KC / 2, KC>(acc, pa, ev, false);
-    if (SPLIT)
-      pv_chunk<DC, KC, BN, KC / 2, KC>(acc, pa, ev + E_VLO, true);
-    rowsum_p<KC, BN, KC / 2, KC>(lsum, pa, e_ones, false);
+    if constexpr (V16) {
+#pragma unroll
+      for (int dc = 0; dc < NDC; dc++)
+        pv_chunk16<DT, D, DC, KP, KP / 2, KP>(o[dc], pa, ev + dc * (DC * 128 / 16), true);
+      rowsum16<DT, KP, KP / 2, KP>(lsum, pa, e_ones, false);
+    } else {
+      pv_chunk<DC, KC, BN, KC / 2, KC>(acc, pa, ev, false);
+      if (SPLIT)
+        pv_chunk<DC, KC, BN, KC / 2, KC>(acc, pa, ev + E_VLO, true);
+      rowsum_p<KC, BN, KC / 2, KC>(lsum, pa, e_ones, false);
+    }
   };
   // After the wait: fold the P.V result into O (and run the remaining
   // channel chunks of a wide head), then free the stage.
   auto finish_pv = [&](int stage) {
     reg_fence(lsum);
-    reg_fence(acc);
     l[0] = fmaf(l[0], o_scale[0], lsum[0]);
     l[1] = fmaf(l[1], o_scale[1], lsum[2]);
-    fold(o[0], acc, o_scale);
+    if constexpr (V16) {
 #pragma unroll
-    for (int dc = 1; dc < NDC; dc++) {
-      wg_fence();
-      const u32 ev = eV0 + (stage * S::VS_BYTES + dc * DC * BN) / 16;
-      pv_chunk<DC, KC, BN>(acc, pa, ev, false);
-      if (SPLIT)
-        pv_chunk<DC, KC, BN>(acc, pa, ev + E_VLO, true);
-      wg_commit();
-      wg_wait<0>();
+      for (int dc = 0; dc < NDC; dc++)
+        reg_fence(o[dc]); // written by the wgmmas just waited for
+    } else {
       reg_fence(acc);
-      fold(o[dc], acc, o_scale);
+      fold(o[0], acc, o_scale);
+#pragma unroll
+      for (int dc = 1; dc < NDC; dc++) {
+        wg_fence();
+        const u32 ev = eV0 + (stage * S::VS_BYTES + dc * DC * BN) / 16;
+        pv_chunk<DC, KC, BN>(acc, pa, ev, false);
+        if (SPLIT)
+          pv_chunk<DC, KC, BN>(acc, pa, ev + E_VLO, true);
+        wg_commit();
+        wg_wait<0>();
+        reg_fence(acc);
+        fold(o[dc], acc, o_scale);
+      }
     }
     mbar_arrive(SJ_EMPTY(stage)); // this thread is done with the stage
   };
@@ -495,11 +574,22 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
       for (int kb = 0; kb < KB; kb++)
         c[hf][kb] = fmaf(MAGIC_F, mult[kb], sub);
     }
+    // 16-bit P.V accumulates into O itself: rescale O first (its last
+    // P.V was waited for at the end of the previous step).
+    if constexpr (V16) {
+      if (__any_sync(0xffffffffu, o_scale[0] != 1.f || o_scale[1] != 1.f)) {
+#pragma unroll
+        for (int dc = 0; dc < NDC; dc++)
+#pragma unroll
+          for (int i = 0; i < DC / 2; i++)
+            o[dc][i] *= o_scale[(i >> 1) & 1];
+      }
+    }
     // exps + packing of k-steps [K0, K1) (column groups 4 K0 .. 4 K1 - 1)
     // (called with literal bounds: inlined, the loops unroll fully)
     auto exp_pack = [&](const int K0, const int K1) {
 #pragma unroll
-      for (int n = 4 * K0; n < 4 * K1; n++)
+      for (int n = GPK * K0; n < GPK * K1; n++)
 #pragma unroll
         for (int hf = 0; hf < 2; hf++)
 #pragma unroll
@@ -508,18 +598,28 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
                 fmaf(sf[4 * n + 2 * hf + e], mult[n / (NS / KB)], -c[hf][n / (NS / KB)]));
 #pragma unroll
       for (int kc = K0; kc < K1; kc++) {
-        const float *s0 = sf + 16 * kc, *s1 = s0 + 4, *s2 = s0 + 8, *s3 = s0 + 12;
-        pa[kc][0] = pack4_e4m3(s0[0], s0[1], s1[0], s1[1]);
-        pa[kc][1] = pack4_e4m3(s0[2], s0[3], s1[2], s1[3]);
-        pa[kc][2] = pack4_e4m3(s2[0], s2[1], s3[0], s3[1]);
-        pa[kc][3] = pack4_e4m3(s2[2], s2[3], s3[2], s3[3]);
+        if constexpr (V16) {
+          // k16 A fragment: keys 2t, 2t+1 (group 2kc) and 8+2t, 9+2t
+          // (group 2kc+1) of rows g and g+8
+          const float *s0 = sf + 8 * kc, *s1 = s0 + 4;
+          pa[kc][0] = pack2<DT>(s0[0], s0[1]);
+          pa[kc][1] = pack2<DT>(s0[2], s0[3]);
+          pa[kc][2] = pack2<DT>(s1[0], s1[1]);
+          pa[kc][3] = pack2<DT>(s1[2], s1[3]);
+        } else {
+          const float *s0 = sf + 16 * kc, *s1 = s0 + 4, *s2 = s0 + 8, *s3 = s0 + 12;
+          pa[kc][0] = pack4_e4m3(s0[0], s0[1], s1[0], s1[1]);
+          pa[kc][1] = pack4_e4m3(s0[2], s0[3], s1[2], s1[3]);
+          pa[kc][2] = pack4_e4m3(s2[0], s2[1], s3[0], s3[1]);
+          pa[kc][3] = pack4_e4m3(s2[2], s2[3], s3[2], s3[3]);
+        }
       }
     };
-    exp_pack(0, KC / 2);
+    exp_pack(0, KP / 2);
     mbar_wait(SJ_V_FULL(stage), par);
     wg_fence();
     issue_pv_lo(stage);
-    exp_pack(KC / 2, KC);
+    exp_pack(KP / 2, KP);
     wg_fence();
     issue_pv_hi(stage);
     wg_commit();
@@ -527,8 +627,10 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
 
   // The ones block of rowsum_p, written once (generic-proxy stores that the
   // tensor core reads: fence, then a barrier among the consumers).
+  // ones: e4m3 0x38, fp16 0x3C00, bf16 0x3F80
+  constexpr u32 ONES = !V16 ? 0x38383838u : (DT == FP16 ? 0x3C003C00u : 0x3F803F80u);
   for (int i = threadIdx.x - 128; i < 256; i += NC * 128)
-    reinterpret_cast<u32 *>(smem + S::ONES_OFF)[i] = 0x38383838u;
+    reinterpret_cast<u32 *>(smem + S::ONES_OFF)[i] = ONES;
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
   consumer_sync<NC>();
   load_kscale(0);
@@ -582,8 +684,9 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
 #pragma unroll
       for (int n = 0; n < DC / 8; n++) {
         const int ch = dc * DC + n * 8 + 2 * t;
-        float v0 = o[dc][4 * n + 2 * hf] * inv * vs[ch];
-        float v1 = o[dc][4 * n + 2 * hf + 1] * inv * vs[ch + 1];
+        // (16-bit V is not scaled)
+        float v0 = o[dc][4 * n + 2 * hf] * inv * (V16 ? 1.f : vs[ch]);
+        float v1 = o[dc][4 * n + 2 * hf + 1] * inv * (V16 ? 1.f : vs[ch + 1]);
         if (smooth_v && dsum > 0.f) {
           v0 += vm[ch];
           v1 += vm[ch + 1];

@@ -29,7 +29,10 @@ enum Accum {
   // fp32+fp32 with V as two e4m3 terms, V = hi + lo (lo the rounding
   // residual of hi): P.V costs two e4m3 products per tile and its error is
   // P's rounding alone
-  ACC_FP32_FP32_SPLITV = 5
+  ACC_FP32_FP32_SPLITV = 5,
+  // wgmma only: P and V in the input's 16-bit type, fp32 accumulation
+  // straight into O (the FP16PV family's numerics)
+  ACC_PV16 = 6
 };
 
 // Tile sizes shared by the quantization and attention kernels.

@@ -314,6 +314,65 @@ __device__ __forceinline__ int v_perm_pos(int tk) {
   return 4 * ((tk % 8) / 2) + (tk % 2) + 2 * (tk / 8);
 }
 
+// V as 16-bit V^T (ACC_PV16): [channel][token] in the input dtype, tokens
+// in order, not scaled (minus the mean under smooth_v); each channel row of
+// the v8 buffer holds 2 v8_pitch bytes.  s_t holds D rows of 64 tokens.
+template <int DT, int D>
+__device__ __forceinline__ void quant_v16_block(const sj_quant_args &a, int blk, int h,
+                                                int b, u8 *s_t) {
+  typedef RowMap<D> M;
+  constexpr int PITCH = 2 * BLK_K + 16;
+  const sj_geom &G = a.g;
+  const Seq sk = seq_kv(G, b);
+  const int n0 = blk * BLK_K;
+  const int limit = G.cu_kv ? round_up(sk.len, 128) : sk.len; // as quant_v_block
+  if (n0 >= limit)
+    return;
+  const i64 bh = (i64)b * G.heads_kv + h;
+  const u8 *src = (const u8 *)a.v +
+                  (user_base(G.cu_kv != 0, sk, b, a.v_sb, a.v_sn) + (i64)h * a.v_sh) * 2;
+  const bool smooth = (a.flags & SJ_F_SMOOTH_V) != 0;
+  // Work item: one token x one chunk of 8 channels (16 bytes in, 8 2-byte
+  // stores into the channel rows).
+  for (int w = threadIdx.x; w < M::CHUNKS * BLK_K; w += QUANT_THREADS) {
+    const int tk = w % BLK_K, c = w / BLK_K, n = n0 + tk;
+    u32x4 raw;
+    raw.x = raw.y = raw.z = raw.w = 0u;
+    if (n < sk.len)
+      raw = ld_global16(src + (i64)n * a.v_sn * 2 + c * 16);
+    u32 wd[4] = {raw.x, raw.y, raw.z, raw.w};
+    if (smooth && n < sk.len) {
+      float mean[8];
+      load8_f32((const float *)a.v_mean + bh * D + c * 8, mean);
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        float x0, x1;
+        unpack2<DT>(wd[i], x0, x1);
+        wd[i] = pack2<DT>(x0 - mean[2 * i], x1 - mean[2 * i + 1]);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      *(u16 *)(s_t + (c * 8 + 2 * i) * PITCH + tk * 2) = (u16)(wd[i] & 0xffffu);
+      *(u16 *)(s_t + (c * 8 + 2 * i + 1) * PITCH + tk * 2) = (u16)(wd[i] >> 16);
+    }
+  }
+  __syncthreads();
+  // Each channel row of the tile is 128 bytes = 8 chunks of 16.
+  u8 *out = (u8 *)a.v8 + 2 * v8_base(G, sk, b, h, D);
+  const i64 pitch = 2 * v8_pitch(G);
+  for (int i = threadIdx.x; i < D * 8; i += QUANT_THREADS) {
+    const int ch = i / 8, part = i % 8;
+    const u32 *st = (const u32 *)(s_t + ch * PITCH + part * 16);
+    u32x4 w;
+    w.x = st[0];
+    w.y = st[1];
+    w.z = st[2];
+    w.w = st[3];
+    *(u32x4 *)(out + (i64)ch * pitch + n0 * 2 + part * 16) = w;
+  }
+}
+
 // SPLIT: also the residual V - e4m3(V), in e4m3, as the rows D .. 2D - 1
 // of s_t and into the residual buffer (v8_lo_offset).
 template <int DT, int D, bool SPLIT>
@@ -406,12 +465,13 @@ __device__ __forceinline__ void quant_v_block(const sj_quant_args &a, int blk,
   }
 }
 
-// SPLIT: V also as its e4m3 residual (ACC_FP32_FP32_SPLITV).
-template <int DT, int D, int QG, int WARP_Q, bool SPLIT>
+// VM: how V is written.  0: e4m3; 1: e4m3 and its e4m3 residual
+// (ACC_FP32_FP32_SPLITV); 2: 16-bit V^T (ACC_PV16).
+template <int DT, int D, int QG, int WARP_Q, int VM>
 __global__ void __launch_bounds__(QUANT_THREADS) quant_qkv(const sj_quant_args a) {
   __shared__ float s_amax[BLK_Q];
   __shared__ float s_scale[BLK_Q];
-  __shared__ __align__(16) u8 s_t[(SPLIT ? 2 : 1) * D * (BLK_K + 16)];
+  __shared__ __align__(16) u8 s_t[(VM ? 2 : 1) * D * (BLK_K + 16)];
   const int x = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const sj_geom &G = a.g;
   if (x < G.n_qblk) {
@@ -421,7 +481,10 @@ __global__ void __launch_bounds__(QUANT_THREADS) quant_qkv(const sj_quant_args a
       quant_rows<DT, D, QG, WARP_Q, BLK_K, true>(a, x - G.n_qblk, h, b, s_amax,
                                                  s_scale);
   } else if (h < G.heads_kv && (a.flags & SJ_F_QUANT_V)) {
-    quant_v_block<DT, D, SPLIT>(a, x - G.n_qblk - G.n_kblk, h, b, s_t);
+    if (VM == 2)
+      quant_v16_block<DT, D>(a, x - G.n_qblk - G.n_kblk, h, b, s_t);
+    else
+      quant_v_block<DT, D, VM == 1>(a, x - G.n_qblk - G.n_kblk, h, b, s_t);
   }
 }
 

@@ -158,7 +158,7 @@ static sj_status check_common(sj_context *ctx, sj_dtype dtype, int causal,
   if ((int)o->quant < 0 || o->quant > SJ_QUANT_PER_THREAD)
     return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT, "unknown qk_quant %d",
                    (int)o->quant);
-  if ((int)o->accum < 0 || o->accum > SJ_ACCUM_FP32_FP32_SPLITV)
+  if ((int)o->accum < 0 || o->accum > SJ_ACCUM_PV16)
     return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT, "unknown pv_accum %d",
                    (int)o->accum);
   if (o->smooth_k < -1 || o->smooth_k > 1 || o->smooth_v < -1 ||
@@ -557,7 +557,11 @@ static sj_status make_layout(sj_context *ctx, const call *c, layout *l) {
   l->k8 = take(&z, mulz(&z, kv_rows, D));
   /* Split V: the residual buffer right after v8, same layout (one tensor
    * map of twice the rows covers both; v8_lo_offset in sj_geom.cuh). */
-  const size_t v_copies = pl->accum == SJ_ACCUM_FP32_FP32_SPLITV ? 2 : 1;
+  /* 16-bit V (pv16) takes twice the bytes of e4m3 V too. */
+  const size_t v_copies = pl->accum == SJ_ACCUM_FP32_FP32_SPLITV ||
+                                  pl->accum == SJ_ACCUM_PV16
+                              ? 2
+                              : 1;
   l->v8 = pl->family != SJ_FAMILY_FP16PV
               ? take(&z, mul4(&z, v_cols, D, v_copies, 1))
               : 0;
@@ -690,8 +694,12 @@ static sj_status wgmma_maps_current(sj_context *ctx, const call *c,
                         TMAP_L2_256B, "k8"));
   if (pl->accum == SJ_ACCUM_FP32_FP32_SPLITV)
     v_rows *= 2; /* the residual rows follow */
-  SJ_FORWARD(encode_map(ctx, &wa->tv, ws + l->v8, v_pitch, v_rows, v_pitch,
-                        bn, (unsigned)D, TMAP_L2_256B, "v8"));
+  if (pl->accum == SJ_ACCUM_PV16) /* 16-bit rows, read as 64-key boxes */
+    SJ_FORWARD(encode_map(ctx, &wa->tv, ws + l->v8, 2 * v_pitch, v_rows,
+                          2 * v_pitch, 128, (unsigned)D, TMAP_L2_256B, "v16"));
+  else
+    SJ_FORWARD(encode_map(ctx, &wa->tv, ws + l->v8, v_pitch, v_rows, v_pitch,
+                          bn, (unsigned)D, TMAP_L2_256B, "v8"));
   return SJ_OK;
 }
 
@@ -732,8 +740,11 @@ static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
     }
   }
 
-  const int fp8 = pl->family != SJ_FAMILY_FP16PV; /* e4m3 V */
-  const int need_stats = (pl->smooth_k || fp8) && (parts & SJ_PART_PRE);
+  const int fp8 = pl->family != SJ_FAMILY_FP16PV; /* V into the workspace */
+  /* V statistics: the e4m3 scale, or the mean for smooth_v (16-bit V is
+   * not scaled) */
+  const int v_stats = fp8 && (pl->accum != SJ_ACCUM_PV16 || pl->smooth_v);
+  const int need_stats = (pl->smooth_k || v_stats) && (parts & SJ_PART_PRE);
   const int want_lse = c->lse != NULL;
   const sj_ptr cu_kv = (sj_ptr)(uintptr_t)c->cu_kv;
   sj_status st = SJ_OK;
@@ -757,7 +768,7 @@ static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
     sa.head_dim = (int)c->head_dim;
     sa.nchunk = l.nchunk;
     sa.chunk = l.chunk;
-    sa.flags = (pl->smooth_k ? SJ_F_K_STATS : 0) | (fp8 ? SJ_F_V_STATS : 0);
+    sa.flags = (pl->smooth_k ? SJ_F_K_STATS : 0) | (v_stats ? SJ_F_V_STATS : 0);
     sj_launch_shape sh = sj_spec_shape(&pl->specs[0]);
     st = sj_launch(ctx, fn[0], (unsigned)l.nchunk, (unsigned)c->heads_kv,
                    (unsigned)c->batch, &sh, stream, &sa, "kv_stats");
@@ -776,7 +787,7 @@ static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
       fa.head_dim = (int)c->head_dim;
       fa.nchunk = l.nchunk;
       fa.flags = (pl->smooth_k ? SJ_F_SMOOTH_K : 0) |
-                 (fp8 ? SJ_F_V_STATS : 0) | (pl->smooth_v ? SJ_F_SMOOTH_V : 0);
+                 (v_stats ? SJ_F_V_STATS : 0) | (pl->smooth_v ? SJ_F_SMOOTH_V : 0);
       fa.v_scale_max = pl->accum == SJ_ACCUM_FP32_FP16 ? 2.25f : 448.f;
       sh = sj_spec_shape(&pl->specs[1]);
       st = sj_launch(ctx, fn[1], (unsigned)c->heads_kv, (unsigned)c->batch, 1,

@@ -54,6 +54,8 @@ static const char *accum_name(sj_pv_accum a) {
     return "sj::ACC_FP32_FP16";
   case SJ_ACCUM_FP32_FP32_SPLITV:
     return "sj::ACC_FP32_FP32_SPLITV";
+  case SJ_ACCUM_PV16:
+    return "sj::ACC_PV16";
   default:
     return "sj::ACC_FP32";
   }
@@ -70,10 +72,13 @@ int sj_spec_name(const sj_spec *s, char *buf, size_t size) {
     n = snprintf(buf, size, "sj::kv_finalize<%d>", s->head_dim);
     break;
   case SJ_KERNEL_QUANT:
-    n = snprintf(buf, size, "sj::quant_qkv<%s,%d,%s,%d,%s>",
+    /* V: 0 e4m3, 1 e4m3 + residual, 2 16-bit (quant_qkv's VM) */
+    n = snprintf(buf, size, "sj::quant_qkv<%s,%d,%s,%d,%d>",
                  dtype_name(s->dtype), s->head_dim, quant_name(s->quant),
                  s->warp_q,
-                 s->accum == SJ_ACCUM_FP32_FP32_SPLITV ? "true" : "false");
+                 s->accum == SJ_ACCUM_FP32_FP32_SPLITV
+                     ? 1
+                     : (s->accum == SJ_ACCUM_PV16 ? 2 : 0));
     break;
   case SJ_KERNEL_ATTN:
     if (s->family == SJ_FAMILY_WGMMA) { /* ksub holds the keys per tile */
@@ -108,7 +113,8 @@ static int attn_smem(sj_family fam, int d, int stages, int split) {
 }
 
 /* Dynamic shared memory of attn_wgmma (WgSmem in sj_attn_wgmma.cuh), plus
- * room to align the base to 1024 bytes; nc consumer warpgroups of 64 rows. */
+ * room to align the base to 1024 bytes; nc consumer warpgroups of 64 rows.
+ * split: V takes twice the bytes (split V, or 16-bit V). */
 static int wgmma_smem(int d, int bn, int stages, int split, int nc) {
   return 64 * nc * d + stages * (2 + (split ? 1 : 0)) * bn * d +
          1024 /* ones */ + 8 * (1 + 3 * stages) + 1024 /* alignment */;
@@ -121,7 +127,8 @@ sj_launch_shape sj_spec_shape(const sj_spec *s) {
     if (s->family == SJ_FAMILY_WGMMA) {
       sh.threads = 128 * (s->wg_consumers + 1);
       sh.smem_bytes = wgmma_smem(s->head_dim, s->ksub, s->stages,
-                                 s->accum == SJ_ACCUM_FP32_FP32_SPLITV,
+                                 s->accum == SJ_ACCUM_FP32_FP32_SPLITV ||
+                                     s->accum == SJ_ACCUM_PV16,
                                  s->wg_consumers);
       break;
     }
@@ -179,7 +186,7 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
     if (fam == SJ_FAMILY_WGMMA &&
         ((head_dim != 64 && head_dim != 128 && head_dim != 256) ||
          (acc != SJ_ACCUM_DEFAULT && acc != SJ_ACCUM_FP32_FP32 &&
-          acc != SJ_ACCUM_FP32_FP32_SPLITV)))
+          acc != SJ_ACCUM_FP32_FP32_SPLITV && acc != SJ_ACCUM_PV16)))
       fam = SJ_FAMILY_FP8PV;
   }
   if (!sj_family_supported(fam, t)) {
@@ -221,14 +228,14 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
                      acc == SJ_ACCUM_FP32_FP16 || split;
   /* wgmma: its tensor-core accumulator cannot carry O across a long
    * sequence (fp32 mode measured relative L2 0.32 at N = 16K). */
-  const int wg_ok = acc == SJ_ACCUM_FP32_FP32 || split;
+  const int wg_ok = acc == SJ_ACCUM_FP32_FP32 || split || acc == SJ_ACCUM_PV16;
   if ((fam == SJ_FAMILY_FP16PV && !fp16_ok) ||
       (fam == SJ_FAMILY_FP8PV && !fp8_ok) ||
       (fam == SJ_FAMILY_WGMMA && !wg_ok)) {
     snprintf(msg, msg_size,
              "pv_accum %d is not offered by the %s family (fp16pv: fp32, "
              "fp16+fp32; fp8pv: fp32, fp32+fp32, fp32+fp16, "
-             "fp32+fp32+splitv; wgmma: fp32+fp32, fp32+fp32+splitv)",
+             "fp32+fp32+splitv; wgmma: fp32+fp32, fp32+fp32+splitv, pv16)",
              (int)acc, sj_family_str(fam));
     return SJ_ERR_UNSUPPORTED;
   }
@@ -238,7 +245,7 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
                     acc != SJ_ACCUM_FP32_FP16)) {
     snprintf(msg, msg_size,
              "smooth_v applies to the fp8pv and wgmma families with fp32, "
-             "fp32+fp32 or fp32+fp32+splitv accumulation only");
+             "fp32+fp32, fp32+fp32+splitv or pv16 accumulation only");
     return SJ_ERR_UNSUPPORTED;
   }
   out->family = fam;
@@ -269,8 +276,8 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
                              ? (t->smem_optin + 1024) / 2 - 1024
                              : t->smem_optin;
     out->stages = tune_int("stages=", 2, 3, 3);
-    if (wgmma_smem(head_dim, out->ksub, out->stages, split,
-                   out->wg_consumers) > smem_cap)
+    if (wgmma_smem(head_dim, out->ksub, out->stages,
+                   split || acc == SJ_ACCUM_PV16, out->wg_consumers) > smem_cap)
       out->stages = 2;
   } else {
   /* 32 rows per warp share each K/V fragment between two m-tiles; at
@@ -331,7 +338,8 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
   sp[2].kind = SJ_KERNEL_QUANT;
   sp[2].quant = qg;
   sp[2].warp_q = out->warp_q;
-  sp[2].accum = split ? SJ_ACCUM_FP32_FP32_SPLITV : 0; /* residual V too */
+  /* how the quantizer writes V: with its residual, or in 16 bits */
+  sp[2].accum = split || acc == SJ_ACCUM_PV16 ? acc : 0;
   sp[3] = base;
   sp[3].kind = SJ_KERNEL_ATTN;
   out->n_specs = 4;

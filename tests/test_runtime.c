@@ -166,9 +166,9 @@ static void test_plan_defaults(void **state) {
   assert_int_equal(p.family, SJ_FAMILY_WGMMA);
   assert_int_equal(p.accum, SJ_ACCUM_FP32_FP32_SPLITV);
   assert_int_equal(sj_spec_name(&p.specs[2], name, sizeof name), 0);
-  assert_string_equal(name, "sj::quant_qkv<sj::FP16,128,sj::PER_THREAD,16,true>");
+  assert_string_equal(name, "sj::quant_qkv<sj::FP16,128,sj::PER_THREAD,16,1>");
   assert_int_equal(sj_spec_name(&plain.specs[2], name, sizeof name), 0);
-  assert_string_equal(name, "sj::quant_qkv<sj::FP16,128,sj::PER_THREAD,16,false>");
+  assert_string_equal(name, "sj::quant_qkv<sj::FP16,128,sj::PER_THREAD,16,0>");
   assert_int_equal(sj_spec_shape(&p.specs[3]).smem_bytes -
                        sj_spec_shape(&plain.specs[3]).smem_bytes,
                    p.stages * 128 * 128);
@@ -180,6 +180,21 @@ static void test_plan_defaults(void **state) {
   assert_int_equal(sj_spec_name(&p.specs[3], name, sizeof name), 0);
   assert_non_null(strstr(name, "sj::FP8PV"));
   assert_non_null(strstr(name, "sj::ACC_FP32_FP32_SPLITV"));
+  /* 16-bit P.V is a wgmma mode: its quantizer writes 16-bit V^T (twice
+   * the e4m3 bytes per stage, as split V) */
+  assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_AUTO, SJ_DTYPE_BF16, 128, 1, 0,
+                                SJ_ACCUM_PV16, -1, 1, &p, msg, sizeof msg),
+                   SJ_OK);
+  assert_int_equal(p.family, SJ_FAMILY_WGMMA);
+  assert_int_equal(sj_spec_name(&p.specs[2], name, sizeof name), 0);
+  assert_string_equal(name, "sj::quant_qkv<sj::BF16,128,sj::PER_THREAD,16,2>");
+  assert_int_equal(sj_spec_shape(&p.specs[3]).smem_bytes,
+                   sj_spec_shape(&plain.specs[3]).smem_bytes +
+                       p.stages * 128 * 128);
+  assert_int_equal(sj_plan_make(&t89, SJ_FAMILY_FP8PV, SJ_DTYPE_FP16, 128, 0, 0,
+                                SJ_ACCUM_PV16, -1, -1, &p, msg, sizeof msg),
+                   SJ_ERR_UNSUPPORTED);
+  assert_non_null(strstr(msg, "pv16"));
 }
 
 static void test_plan_rejects(void **state) {
@@ -267,7 +282,7 @@ static void test_spec_names_unique(void **state) {
       for (int d = 0; d < 5; d++)
         for (int c = 0; c < 2; c++)
           for (int q = 1; q <= 3; q++)
-            for (int a = 1; a <= 5; a++) {
+            for (int a = 1; a <= 6; a++) {
               sj_plan p;
               char msg[256];
               if (sj_plan_make(&t, (sj_family)fam, (sj_dtype)dt, dims[d], c,
@@ -458,7 +473,7 @@ static void test_validation(void **state) {
   CASE(family, (sj_family)4, SJ_ERR_INVALID_ARGUMENT, "family");
   CASE(qk_quant, (sj_quant_gran)4, SJ_ERR_INVALID_ARGUMENT, "qk_quant");
   CASE(pv_accum, (sj_pv_accum)-1, SJ_ERR_INVALID_ARGUMENT, "pv_accum");
-  CASE(pv_accum, (sj_pv_accum)6, SJ_ERR_INVALID_ARGUMENT, "pv_accum");
+  CASE(pv_accum, (sj_pv_accum)7, SJ_ERR_INVALID_ARGUMENT, "pv_accum");
   CASE(smooth_k, 2, SJ_ERR_INVALID_ARGUMENT, "smooth_k");
   CASE(smooth_v, -2, SJ_ERR_INVALID_ARGUMENT, "smooth_v");
   CASE(sm_scale, 1.0f / 0.0f, SJ_ERR_INVALID_ARGUMENT, "sm_scale");

@@ -63,12 +63,33 @@ __device__ __forceinline__ void wgmma_e4m3_n{n}(float (&d)[{m}], const u32 (&a)[
 """
 
 
+def half(n, t):
+    """D(64xN f32) (+)= A(64x16 t, registers) * B(Nx16 t, smem, K-major)."""
+    m = n // 2
+    outs = ", ".join('"+f"(d[%d])' % i for i in range(m))
+    return f"""
+// O(64x{n} f32) (+)= P(64x16 {t}, registers) V({n}x16 {t}, smem)^T.
+__device__ __forceinline__ void wgmma_{t}_n{n}(float (&d)[{m}], const u32 (&a)[4],
+                                               u64 db, int scale_d) {{
+  asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{m + 5}, 0;\\n"
+               "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} "
+               "{{{regs(m)}}}, {{{regs(4, m)}}}, %{m + 4}, p, 1, 1, 0;\\n}}\\n"
+               : {outs}
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db),
+                 "r"(scale_d));
+}}
+"""
+
+
 def main():
     out = [HEAD]
     for n in (64, 128):
         out.append(s8(n))
     for n in (8, 64, 128):
         out.append(e4m3(n))
+    for t in ("f16", "bf16"):
+        for n in (8, 64, 128):
+            out.append(half(n, t))
     out.append(TAIL)
     print("".join(out), end="")
 

@@ -53,6 +53,7 @@ _ACCUM = {
     "fp16+fp32": S.SJ_ACCUM_FP16_FP32,
     "fp32+fp16": S.SJ_ACCUM_FP32_FP16,
     "fp32+fp32+splitv": S.SJ_ACCUM_FP32_FP32_SPLITV,
+    "pv16": S.SJ_ACCUM_PV16,
 }
 _FAMILY = {
     "auto": S.SJ_FAMILY_AUTO,
