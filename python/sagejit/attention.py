@@ -644,8 +644,9 @@ def sageattn(q: Any, k: Any, v: Any, tensor_layout: str = "HND",
     family):
         qk_quant_gran: ``"per_block"``, ``"per_warp"`` or ``"per_thread"``.
         pv_accum_dtype: ``"fp32"``, ``"fp32+fp32"``, ``"fp16+fp32"``,
-            ``"fp32+fp16"`` or ``"fp32+fp32+splitv"`` (fp8pv and wgmma:
-            V as two e4m3 terms, the more accurate P.V).
+            ``"fp32+fp16"``, ``"fp32+fp32+splitv"`` (fp8pv and wgmma:
+            V as two e4m3 terms, the more accurate FP8 P.V) or ``"pv16"``
+            (wgmma: P and V in 16 bits, the FP16 family's accuracy).
         smooth_k: subtract the per-channel mean of K (default on).
         smooth_v: subtract the mean of V (fp32 accumulations only).
         causal_alignment: ``"top_left"`` (default; SageAttention and
