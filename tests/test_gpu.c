@@ -341,9 +341,10 @@ static void test_attention_matrix(void **state) {
   assert_int_equal(failures, 0);
 }
 
-/* The wgmma family (sm_90a only): three granularities over all shapes,
- * twice, rotating head dim (64, 128, 256), dtype, layout, causal mode and
- * alignment, smooth_v and padded strides. */
+/* The wgmma family (sm_90a only): three granularities over all shapes for
+ * each mode (fp32+fp32, the default, split V asked for, pv16), rotating
+ * head dim (64, 128, 256), dtype, layout, causal mode and alignment,
+ * smooth_v and padded strides. */
 static void test_wgmma_matrix(void **state) {
   (void)state;
   if (!tu_have_gpu())
