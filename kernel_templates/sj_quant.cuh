@@ -314,6 +314,24 @@ __device__ __forceinline__ int v_perm_pos(int tk) {
   return 4 * ((tk % 8) / 2) + (tk % 2) + 2 * (tk / 8);
 }
 
+// Copies a V tile staged in shared memory to its channel rows in global
+// memory: `rows` rows of CPR 16-byte chunks, PITCH bytes apart in s_t and
+// `pitch` apart at `out` (rows from `far_row` on go `far_off` further).
+template <int CPR, int PITCH>
+__device__ __forceinline__ void store_v_rows(const u8 *s_t, int rows, u8 *out, i64 pitch,
+                                             int far_row, i64 far_off) {
+  for (int i = threadIdx.x; i < rows * CPR; i += QUANT_THREADS) {
+    const int ch = i / CPR, part = i % CPR;
+    const u32 *st = (const u32 *)(s_t + ch * PITCH + part * 16);
+    u32x4 w;
+    w.x = st[0];
+    w.y = st[1];
+    w.z = st[2];
+    w.w = st[3];
+    *(u32x4 *)(out + (ch >= far_row ? far_off : 0) + (i64)ch * pitch + part * 16) = w;
+  }
+}
+
 // V as 16-bit V^T (ACC_PV16): [channel][token] in the input dtype, tokens
 // in order, not scaled (minus the mean under smooth_v); each channel row of
 // the v8 buffer holds 2 v8_pitch bytes.  s_t holds D rows of 64 tokens.
@@ -359,18 +377,8 @@ __device__ __forceinline__ void quant_v16_block(const sj_quant_args &a, int blk,
   }
   __syncthreads();
   // Each channel row of the tile is 128 bytes = 8 chunks of 16.
-  u8 *out = (u8 *)a.v8 + 2 * v8_base(G, sk, b, h, D);
-  const i64 pitch = 2 * v8_pitch(G);
-  for (int i = threadIdx.x; i < D * 8; i += QUANT_THREADS) {
-    const int ch = i / 8, part = i % 8;
-    const u32 *st = (const u32 *)(s_t + ch * PITCH + part * 16);
-    u32x4 w;
-    w.x = st[0];
-    w.y = st[1];
-    w.z = st[2];
-    w.w = st[3];
-    *(u32x4 *)(out + (i64)ch * pitch + n0 * 2 + part * 16) = w;
-  }
+  store_v_rows<8, PITCH>(s_t, D, (u8 *)a.v8 + 2 * (v8_base(G, sk, b, h, D) + n0),
+                         2 * v8_pitch(G), D, 0);
 }
 
 // SPLIT: also the residual V - e4m3(V), in e4m3, as the rows D .. 2D - 1
@@ -449,20 +457,12 @@ __device__ __forceinline__ void quant_v_block(const sj_quant_args &a, int blk,
     }
   }
   __syncthreads();
-  // Each channel row of the tile is 64 bytes = 4 chunks of 16.
-  u8 *out = (u8 *)a.v8 + v8_base(G, sk, b, h, D);
+  // Each channel row of the tile is 64 bytes = 4 chunks of 16; the
+  // residual's rows (D .. 2D - 1 of s_t) go to the residual buffer.
   const i64 pitch = v8_pitch(G);
-  const i64 lo_off = SPLIT ? v8_lo_offset(G, D) - D * pitch : 0;
-  for (int i = threadIdx.x; i < (SPLIT ? 2 : 1) * D * 4; i += QUANT_THREADS) {
-    const int ch = i / 4, part = i % 4;
-    const u32 *st = (const u32 *)(s_t + ch * PITCH + part * 16);
-    u32x4 w;
-    w.x = st[0];
-    w.y = st[1];
-    w.z = st[2];
-    w.w = st[3];
-    *(u32x4 *)(out + (SPLIT && ch >= D ? lo_off : 0) + (i64)ch * pitch + n0 + part * 16) = w;
-  }
+  store_v_rows<4, PITCH>(s_t, (SPLIT ? 2 : 1) * D,
+                         (u8 *)a.v8 + v8_base(G, sk, b, h, D) + n0, pitch, D,
+                         SPLIT ? v8_lo_offset(G, D) - D * pitch : 0);
 }
 
 // VM: how V is written.  0: e4m3; 1: e4m3 and its e4m3 residual
