@@ -556,12 +556,9 @@ static sj_status make_layout(sj_context *ctx, const call *c, layout *l) {
   l->q8 = take(&z, mulz(&z, q_rows, D));
   l->k8 = take(&z, mulz(&z, kv_rows, D));
   /* Split V: the residual buffer right after v8, same layout (one tensor
-   * map of twice the rows covers both; v8_lo_offset in sj_geom.cuh). */
-  /* 16-bit V (pv16) takes twice the bytes of e4m3 V too. */
-  const size_t v_copies = pl->accum == SJ_ACCUM_FP32_FP32_SPLITV ||
-                                  pl->accum == SJ_ACCUM_PV16
-                              ? 2
-                              : 1;
+   * map of twice the rows covers both; v8_lo_offset in sj_geom.cuh).
+   * 16-bit V (pv16): two bytes per value. */
+  const size_t v_copies = sj_v_mode(pl->accum) ? 2 : 1;
   l->v8 = pl->family != SJ_FAMILY_FP16PV
               ? take(&z, mul4(&z, v_cols, D, v_copies, 1))
               : 0;

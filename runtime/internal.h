@@ -161,6 +161,10 @@ int sj_target_for_device(int major, int minor, const int *supported, int n,
 int sj_family_supported(sj_family fam, const sj_target *t);
 /* "fp16pv", "fp8pv", "wgmma" or "auto". */
 const char *sj_family_str(sj_family f);
+/* How an accumulation mode has the quantizer write V (quant_qkv's VM):
+ * 0 e4m3, 1 e4m3 and its e4m3 residual (split V), 2 16-bit (pv16).  Modes
+ * 1 and 2 take twice the bytes of mode 0, in the workspace and per stage. */
+int sj_v_mode(sj_pv_accum a);
 
 /* ------------------------------------------------------------------ specs */
 typedef enum sj_kernel_kind {

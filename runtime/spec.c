@@ -34,6 +34,9 @@ const char *sj_family_str(sj_family f) {
     return "auto";
   }
 }
+int sj_v_mode(sj_pv_accum a) {
+  return a == SJ_ACCUM_FP32_FP32_SPLITV ? 1 : (a == SJ_ACCUM_PV16 ? 2 : 0);
+}
 static const char *quant_name(sj_quant_gran q) {
   switch (q) {
   case SJ_QUANT_PER_BLOCK:
@@ -72,13 +75,9 @@ int sj_spec_name(const sj_spec *s, char *buf, size_t size) {
     n = snprintf(buf, size, "sj::kv_finalize<%d>", s->head_dim);
     break;
   case SJ_KERNEL_QUANT:
-    /* V: 0 e4m3, 1 e4m3 + residual, 2 16-bit (quant_qkv's VM) */
     n = snprintf(buf, size, "sj::quant_qkv<%s,%d,%s,%d,%d>",
                  dtype_name(s->dtype), s->head_dim, quant_name(s->quant),
-                 s->warp_q,
-                 s->accum == SJ_ACCUM_FP32_FP32_SPLITV
-                     ? 1
-                     : (s->accum == SJ_ACCUM_PV16 ? 2 : 0));
+                 s->warp_q, sj_v_mode(s->accum));
     break;
   case SJ_KERNEL_ATTN:
     if (s->family == SJ_FAMILY_WGMMA) { /* ksub holds the keys per tile */
@@ -113,10 +112,10 @@ static int attn_smem(sj_family fam, int d, int stages, int split) {
 }
 
 /* Dynamic shared memory of attn_wgmma (WgSmem in sj_attn_wgmma.cuh), plus
- * room to align the base to 1024 bytes; nc consumer warpgroups of 64 rows.
- * split: V takes twice the bytes (split V, or 16-bit V). */
-static int wgmma_smem(int d, int bn, int stages, int split, int nc) {
-  return 64 * nc * d + stages * (2 + (split ? 1 : 0)) * bn * d +
+ * room to align the base to 1024 bytes; nc consumer warpgroups of 64 rows,
+ * V written in v_mode (sj_v_mode). */
+static int wgmma_smem(int d, int bn, int stages, int v_mode, int nc) {
+  return 64 * nc * d + stages * (1 + (v_mode ? 2 : 1)) * bn * d +
          1024 /* ones */ + 8 * (1 + 3 * stages) + 1024 /* alignment */;
 }
 
@@ -127,9 +126,7 @@ sj_launch_shape sj_spec_shape(const sj_spec *s) {
     if (s->family == SJ_FAMILY_WGMMA) {
       sh.threads = 128 * (s->wg_consumers + 1);
       sh.smem_bytes = wgmma_smem(s->head_dim, s->ksub, s->stages,
-                                 s->accum == SJ_ACCUM_FP32_FP32_SPLITV ||
-                                     s->accum == SJ_ACCUM_PV16,
-                                 s->wg_consumers);
+                                 sj_v_mode(s->accum), s->wg_consumers);
       break;
     }
     sh.threads = BLK_Q / s->warp_q * 32;
@@ -268,7 +265,7 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
      * run under the other's loop): +9-12 % on the H100.  At D = 128 that
      * needs twice the K/V traffic from L2, and split V no longer fits three
      * stages: -10-12 % there, so two consumers share each tile
-     * (bench/NOTES.md, w9). */
+     * (bench/NOTES.md, w10). */
     out->wg_consumers = tune_int("nc=", 1, 2, head_dim == 64 ? 1 : 2);
     /* One consumer: two CTAs must share a multiprocessor's shared memory
      * (each also keeps 1 KB for the system). */
@@ -276,8 +273,8 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
                              ? (t->smem_optin + 1024) / 2 - 1024
                              : t->smem_optin;
     out->stages = tune_int("stages=", 2, 3, 3);
-    if (wgmma_smem(head_dim, out->ksub, out->stages,
-                   split || acc == SJ_ACCUM_PV16, out->wg_consumers) > smem_cap)
+    if (wgmma_smem(head_dim, out->ksub, out->stages, sj_v_mode(acc),
+                   out->wg_consumers) > smem_cap)
       out->stages = 2;
   } else {
   /* 32 rows per warp share each K/V fragment between two m-tiles; at
@@ -338,8 +335,8 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
   sp[2].kind = SJ_KERNEL_QUANT;
   sp[2].quant = qg;
   sp[2].warp_q = out->warp_q;
-  /* how the quantizer writes V: with its residual, or in 16 bits */
-  sp[2].accum = split || acc == SJ_ACCUM_PV16 ? acc : 0;
+  /* how the quantizer writes V (its name carries sj_v_mode) */
+  sp[2].accum = sj_v_mode(acc) ? acc : 0;
   sp[3] = base;
   sp[3].kind = SJ_KERNEL_ATTN;
   out->n_specs = 4;
