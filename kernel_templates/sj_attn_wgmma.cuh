@@ -55,7 +55,7 @@ template <int D, int BN, int STAGES, bool SPLIT, int BQ, bool V16> struct WgSmem
   static constexpr int Q_OFF = 0;
   static constexpr int K_OFF = Q_OFF + Q_BYTES;
   static constexpr int V_OFF = K_OFF + STAGES * K_BYTES;
-  static constexpr int ONES_OFF = V_OFF + STAGES * VS_BYTES; // 8 rows of e4m3 1.0
+  static constexpr int ONES_OFF = V_OFF + STAGES * VS_BYTES; // 8 rows of ones (P's type)
   // barriers: q_full, k_full[STAGES], v_full[STAGES], empty[STAGES]; the
   // total size (plus 1024 to align the base) is wgmma_smem in runtime/spec.c
   static constexpr int BAR_OFF = ONES_OFF + 1024;
@@ -269,7 +269,6 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
   typedef WgSmem<D, BN, STAGES, SPLIT, BQ, V16> S;
   constexpr int CH = S::CH, NCH = S::NCH;
   constexpr int NS = BN / 8;        // n8 column groups of S
-  constexpr int KC = BN / 32;       // k-steps of P.V
   // Channels per P.V wgmma: the whole head up to 128; at D = 256, 64 (O,
   // S and the tile accumulator must share 240 registers).
   constexpr int DC = D < 128 ? D : (D == 256 ? 64 : 128);
@@ -447,10 +446,10 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
         pv_chunk16<DT, D, DC, KP, 0, KP / 2>(o[dc], pa, ev + dc * (DC * 128 / 16), true);
       rowsum16<DT, KP, 0, KP / 2>(lsum, pa, e_ones, false);
     } else {
-      pv_chunk<DC, KC, BN, 0, KC / 2>(acc, pa, ev, false);
+      pv_chunk<DC, KP, BN, 0, KP / 2>(acc, pa, ev, false);
       if (SPLIT)
-        pv_chunk<DC, KC, BN, 0, KC / 2>(acc, pa, ev + E_VLO, true);
-      rowsum_p<KC, BN, 0, KC / 2>(lsum, pa, e_ones, false);
+        pv_chunk<DC, KP, BN, 0, KP / 2>(acc, pa, ev + E_VLO, true);
+      rowsum_p<KP, BN, 0, KP / 2>(lsum, pa, e_ones, false);
     }
   };
   auto issue_pv_hi = [&](int stage) {
@@ -461,10 +460,10 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
         pv_chunk16<DT, D, DC, KP, KP / 2, KP>(o[dc], pa, ev + dc * (DC * 128 / 16), true);
       rowsum16<DT, KP, KP / 2, KP>(lsum, pa, e_ones, false);
     } else {
-      pv_chunk<DC, KC, BN, KC / 2, KC>(acc, pa, ev, false);
+      pv_chunk<DC, KP, BN, KP / 2, KP>(acc, pa, ev, false);
       if (SPLIT)
-        pv_chunk<DC, KC, BN, KC / 2, KC>(acc, pa, ev + E_VLO, true);
-      rowsum_p<KC, BN, KC / 2, KC>(lsum, pa, e_ones, false);
+        pv_chunk<DC, KP, BN, KP / 2, KP>(acc, pa, ev + E_VLO, true);
+      rowsum_p<KP, BN, KP / 2, KP>(lsum, pa, e_ones, false);
     }
   };
   // After the wait: fold the P.V result into O (and run the remaining
@@ -484,9 +483,9 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
       for (int dc = 1; dc < NDC; dc++) {
         wg_fence();
         const u32 ev = eV0 + (stage * S::VS_BYTES + dc * DC * BN) / 16;
-        pv_chunk<DC, KC, BN>(acc, pa, ev, false);
+        pv_chunk<DC, KP, BN>(acc, pa, ev, false);
         if (SPLIT)
-          pv_chunk<DC, KC, BN>(acc, pa, ev + E_VLO, true);
+          pv_chunk<DC, KP, BN>(acc, pa, ev + E_VLO, true);
         wg_commit();
         wg_wait<0>();
         reg_fence(acc);
@@ -585,7 +584,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
             o[dc][i] *= o_scale[(i >> 1) & 1];
       }
     }
-    // exps + packing of k-steps [K0, K1) (column groups 4 K0 .. 4 K1 - 1)
+    // exps + packing of k-steps [K0, K1) (column groups GPK K0 .. GPK K1 - 1)
     // (called with literal bounds: inlined, the loops unroll fully)
     auto exp_pack = [&](const int K0, const int K1) {
 #pragma unroll
