@@ -29,9 +29,7 @@ __device__ __forceinline__ void load8_f32(const float *p, float *x) {
     x[i] = __uint_as_float(w[i]);
 }
 
-template <int DT>
-__device__ __forceinline__ void load8(const void *p, float *x) {
-  u32x4 w = ld_global16(p);
+template <int DT> __device__ __forceinline__ void unpack8(const u32x4 &w, float *x) {
   unpack2<DT>(w.x, x[0], x[1]);
   unpack2<DT>(w.y, x[2], x[3]);
   unpack2<DT>(w.z, x[4], x[5]);
@@ -40,9 +38,11 @@ __device__ __forceinline__ void load8(const void *p, float *x) {
 
 // ------------------------------------------------------------------ pass 1
 constexpr int STATS_THREADS = 256;
+constexpr int STATS_UNROLL = 4;
+constexpr int STATS_MIN_CTAS = 3; // the host sizes the grid to one wave of these
 
 template <int DT, int D>
-__global__ void __launch_bounds__(STATS_THREADS)
+__global__ void __launch_bounds__(STATS_THREADS, STATS_MIN_CTAS)
     kv_stats(const sj_stats_args a) {
   typedef RowMap<D> M;
   constexpr int ROWS = STATS_THREADS / M::TPR;
@@ -66,22 +66,43 @@ __global__ void __launch_bounds__(STATS_THREADS)
     vmax[i] = neg_inf();
     vmin[i] = -neg_inf();
   }
+  // STATS_UNROLL rows per thread per step, every load issued before the
+  // first use: one row in flight per thread left DRAM at ~70 %.
+  const bool do_k = (a.flags & SJ_F_K_STATS) != 0, do_v = (a.flags & SJ_F_V_STATS) != 0;
   if (active) {
-    for (int n = n0 + row0; n < n1; n += ROWS) {
-      float x[8];
-      if (a.flags & SJ_F_K_STATS) {
-        load8<DT>(kb + (i64)n * a.k_sn * 2 + lane_c * 16, x);
+    for (int n = n0 + row0; n < n1; n += STATS_UNROLL * ROWS) {
+      u32x4 rk[STATS_UNROLL], rv[STATS_UNROLL];
 #pragma unroll
-        for (int i = 0; i < 8; i++)
-          ks[i] += x[i];
+      for (int u = 0; u < STATS_UNROLL; u++) {
+        const int m = n + u * ROWS;
+        rk[u].x = rk[u].y = rk[u].z = rk[u].w = 0u;
+        rv[u] = rk[u];
+        if (m < n1) {
+          if (do_k)
+            rk[u] = ld_global16(kb + (i64)m * a.k_sn * 2 + lane_c * 16);
+          if (do_v)
+            rv[u] = ld_global16(vb + (i64)m * a.v_sn * 2 + lane_c * 16);
+        }
       }
-      if (a.flags & SJ_F_V_STATS) {
-        load8<DT>(vb + (i64)n * a.v_sn * 2 + lane_c * 16, x);
 #pragma unroll
-        for (int i = 0; i < 8; i++) {
-          vs[i] += x[i];
-          vmax[i] = fmaxf(vmax[i], x[i]);
-          vmin[i] = fminf(vmin[i], x[i]);
+      for (int u = 0; u < STATS_UNROLL; u++) {
+        if (n + u * ROWS >= n1)
+          break;
+        float x[8];
+        if (do_k) {
+          unpack8<DT>(rk[u], x);
+#pragma unroll
+          for (int i = 0; i < 8; i++)
+            ks[i] += x[i];
+        }
+        if (do_v) {
+          unpack8<DT>(rv[u], x);
+#pragma unroll
+          for (int i = 0; i < 8; i++) {
+            vs[i] += x[i];
+            vmax[i] = fmaxf(vmax[i], x[i]);
+            vmin[i] = fminf(vmin[i], x[i]);
+          }
         }
       }
     }
@@ -145,6 +166,10 @@ __global__ void __launch_bounds__(256) kv_finalize(const sj_finalize_args a) {
 
 // ------------------------------------------------------------------ pass 3
 constexpr int QUANT_THREADS = 256;
+// Four CTAs per multiprocessor (64 registers): each CTA has one round of
+// loads in flight, so occupancy is what keeps DRAM busy (73 registers and
+// three CTAs left it at 71 % of a device copy).
+constexpr int QUANT_MIN_CTAS = 4;
 
 // Scale group of row r inside a Q block (see docs/kernels.md).
 template <int QG, int WARP_Q> __device__ __forceinline__ int q_group(int r) {
@@ -228,10 +253,7 @@ __device__ __forceinline__ void quant_rows(const sj_quant_args &a, int blk,
     if (active && r < ROWS && n < seq) {
       raw[it] = ld_global16(src + (i64)n * src_sn + lane_c * 16);
       float x[8];
-      unpack2<DT>(raw[it].x, x[0], x[1]);
-      unpack2<DT>(raw[it].y, x[2], x[3]);
-      unpack2<DT>(raw[it].z, x[4], x[5]);
-      unpack2<DT>(raw[it].w, x[6], x[7]);
+      unpack8<DT>(raw[it], x);
 #pragma unroll
       for (int i = 0; i < 8; i++) {
         float v = IS_K ? x[i] - mean[i] : x[i] * a.q_prescale;
@@ -283,10 +305,7 @@ __device__ __forceinline__ void quant_rows(const sj_quant_args &a, int blk,
     const float s = s_scale[g];
     const float inv = s > 0.f ? 1.0f / s : 0.f;
     float x[8];
-    unpack2<DT>(raw[it].x, x[0], x[1]);
-    unpack2<DT>(raw[it].y, x[2], x[3]);
-    unpack2<DT>(raw[it].z, x[4], x[5]);
-    unpack2<DT>(raw[it].w, x[6], x[7]);
+    unpack8<DT>(raw[it], x);
     u32 lo = 0, hi = 0;
     if (n < seq) {
 #pragma unroll
@@ -315,20 +334,20 @@ __device__ __forceinline__ int v_perm_pos(int tk) {
 }
 
 // Copies a V tile staged in shared memory to its channel rows in global
-// memory: `rows` rows of CPR 16-byte chunks, PITCH bytes apart in s_t and
-// `pitch` apart at `out` (rows from `far_row` on go `far_off` further).
+// memory: `rows` rows (a multiple of 16) of CPR 16-byte chunks, PITCH bytes
+// apart in s_t and `pitch` apart at `out` (rows from `far_row` on go
+// `far_off` further).  Each lane moves 8 bytes; a half-warp reads rows r and
+// r + 8 of a group of 16, which share no bank when PITCH is 72 (e4m3 tiles)
+// and fill every bank once when a row is 128 bytes (16-bit tiles).
 template <int CPR, int PITCH>
 __device__ __forceinline__ void store_v_rows(const u8 *s_t, int rows, u8 *out, i64 pitch,
                                              int far_row, i64 far_off) {
-  for (int i = threadIdx.x; i < rows * CPR; i += QUANT_THREADS) {
-    const int ch = i / CPR, part = i % CPR;
-    const u32 *st = (const u32 *)(s_t + ch * PITCH + part * 16);
-    u32x4 w;
-    w.x = st[0];
-    w.y = st[1];
-    w.z = st[2];
-    w.w = st[3];
-    *(u32x4 *)(out + (ch >= far_row ? far_off : 0) + (i64)ch * pitch + part * 16) = w;
+  constexpr int PPR = 2 * CPR; // 8-byte pieces per row
+  for (int i = threadIdx.x; i < rows * PPR; i += QUANT_THREADS) {
+    const int j = i / PPR, piece = i % PPR;
+    const int ch = (j & ~15) + (j & 1) * 8 + (j & 15) / 2;
+    const uint2 w = *(const uint2 *)(s_t + ch * PITCH + piece * 8);
+    *(uint2 *)(out + (ch >= far_row ? far_off : 0) + (i64)ch * pitch + piece * 8) = w;
   }
 }
 
@@ -387,7 +406,9 @@ template <int DT, int D, bool SPLIT>
 __device__ __forceinline__ void quant_v_block(const sj_quant_args &a, int blk,
                                               int h, int b, u8 *s_t) {
   typedef RowMap<D> M;
-  constexpr int PITCH = BLK_K + 16;
+  // 72: the two half-warps of a store below write channel rows 8 apart,
+  // 144 words apart, so into opposite halves of the banks.
+  constexpr int PITCH = BLK_K + 8;
   const sj_geom &G = a.g;
   const Seq sk = seq_kv(G, b);
   const int n0 = blk * BLK_K;
@@ -435,10 +456,7 @@ __device__ __forceinline__ void quant_v_block(const sj_quant_args &a, int blk,
     float x[4][8];
 #pragma unroll
     for (int k = 0; k < 4; k++) {
-      unpack2<DT>(raw[k].x, x[k][0], x[k][1]);
-      unpack2<DT>(raw[k].y, x[k][2], x[k][3]);
-      unpack2<DT>(raw[k].z, x[k][4], x[k][5]);
-      unpack2<DT>(raw[k].w, x[k][6], x[k][7]);
+      unpack8<DT>(raw[k], x[k]);
       const bool in = n0 + grp * 16 + 2 * mq + (k & 1) + 8 * (k >> 1) < sk.len;
 #pragma unroll
       for (int i = 0; i < 8; i++)
@@ -468,10 +486,12 @@ __device__ __forceinline__ void quant_v_block(const sj_quant_args &a, int blk,
 // VM: how V is written.  0: e4m3; 1: e4m3 and its e4m3 residual
 // (ACC_FP32_FP32_SPLITV); 2: 16-bit V^T (ACC_PV16).
 template <int DT, int D, int QG, int WARP_Q, int VM>
-__global__ void __launch_bounds__(QUANT_THREADS) quant_qkv(const sj_quant_args a) {
+__global__ void __launch_bounds__(QUANT_THREADS, QUANT_MIN_CTAS) quant_qkv(const sj_quant_args a) {
   __shared__ float s_amax[BLK_Q];
   __shared__ float s_scale[BLK_Q];
-  __shared__ __align__(16) u8 s_t[(VM ? 2 : 1) * D * (BLK_K + 16)];
+  // e4m3 tiles: D rows of BLK_K + 8 bytes (twice for split V); 16-bit
+  // tiles: D rows of 2 BLK_K + 16 bytes, the same size.
+  __shared__ __align__(16) u8 s_t[(VM ? 2 : 1) * D * (BLK_K + 8)];
   const int x = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const sj_geom &G = a.g;
   if (x < G.n_qblk) {

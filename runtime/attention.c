@@ -533,9 +533,11 @@ static sj_status make_layout(sj_context *ctx, const call *c, layout *l) {
       return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT,
                      "the workspace this call needs does not fit in 64 bits");
   }
-  /* Enough chunks for about two CTAs per multiprocessor. */
+  /* kv_stats: as many chunks as one wave of three CTAs per multiprocessor
+   * holds (its launch bounds); a fourth chunk per head would start a second,
+   * mostly idle wave. */
   const int sms = ctx->sm_count > 0 ? ctx->sm_count : 1;
-  int64_t want = (2 * sms + (int64_t)(B * HK) - 1) / (int64_t)(B * HK);
+  int64_t want = (3 * (int64_t)sms) / (int64_t)(B * HK);
   if (want < 1)
     want = 1;
   int64_t chunk = (c->seq_kv + want - 1) / want;
