@@ -56,11 +56,13 @@ template <int D, int BN, int STAGES, bool SPLIT, int BQ, bool V16> struct WgSmem
   static constexpr int K_OFF = Q_OFF + Q_BYTES;
   static constexpr int V_OFF = K_OFF + STAGES * K_BYTES;
   static constexpr int ONES_OFF = V_OFF + STAGES * VS_BYTES; // 8 rows of ones (P's type)
+  // the epilogue's per-channel V scale and V mean (fp32), loaded with Q
+  static constexpr int SC_OFF = ONES_OFF + 1024;
   // barriers: q_full, k_full[STAGES], v_full[STAGES], empty[STAGES]; the
   // total size (plus 1024 to align the base) is wgmma_smem in runtime/spec.c
-  static constexpr int BAR_OFF = ONES_OFF + 1024;
+  static constexpr int BAR_OFF = SC_OFF + 2 * D * 4;
   static constexpr int O_PITCH = 2 * D + 16; // epilogue staging, over Q/K/V
-  static_assert(BQ * O_PITCH <= BAR_OFF, "O staging must fit over the tiles");
+  static_assert(BQ * O_PITCH <= SC_OFF, "O staging must fit over the tiles");
 };
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -95,6 +97,16 @@ __device__ __forceinline__ void tma_load_2d(u32 dst, const void *tmap, int c0,
                "complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
                "l"(tmap), "r"(c0), "r"(c1), "r"(bar)
                : "memory");
+}
+// 1-D bulk copy of `bytes` (a multiple of 16, both addresses 16-aligned).
+__device__ __forceinline__ void bulk_load(u32 dst, const void *src, u32 bytes, u32 bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
+               "[%0], [%1], %2, [%3];\n" ::"r"(dst),
+               "l"(src), "r"(bytes), "r"(bar)
+               : "memory");
+}
+__device__ __forceinline__ void tma_prefetch_map(const void *tmap) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(tmap) : "memory");
 }
 __device__ __forceinline__ void wg_fence() {
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
@@ -222,6 +234,18 @@ __device__ __forceinline__ void rowsum_p(float (&d)[4], const u32 (&pa)[KC][4],
   for (int kc = K0; kc < K1; kc++)
     wgmma_e4m3<8>(d, pa[kc], wg_desc<BN>(e_ones + kc * 2), add || kc > 0);
 }
+// The epilogue's per-channel factors (V scale, V mean) of the channel
+// pairs 8 c + 2 t, 8 c + 2 t + 1 that lane t holds, for c in [c0, c0 + N),
+// read ahead of the staging stores that use them.  (Read from global memory
+// inside the store loop, each load waited behind the previous store, which
+// might alias it: an L2 round trip per 8 channels, 5 us of a 23 us CTA at
+// N = 1K; bench/NOTES.md w12.)
+template <int N>
+__device__ __forceinline__ void load_chan2(float2 (&x)[N], const u8 *p, int c0, int t) {
+#pragma unroll
+  for (int i = 0; i < N; i++)
+    x[i] = *((const float2 *)p + 4 * (c0 + i) + t);
+}
 // Max of n floats as a tree (independent FMNMX, not one dependent chain).
 template <int N> __device__ __forceinline__ float tree_max(const float *x) {
   if constexpr (N == 1)
@@ -318,6 +342,10 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
   }
 
   if (threadIdx.x == 0) {
+    // The tensor maps' first use below would fetch them from memory.
+    tma_prefetch_map(&w.tq);
+    tma_prefetch_map(&w.tk);
+    tma_prefetch_map(&w.tv);
     mbar_init(q_full, 1);
 #pragma unroll
     for (int s = 0; s < STAGES; s++) {
@@ -335,15 +363,24 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
     asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
     if (threadIdx.x == 0) {
       const int q_row = (int)(q8_row0(G, sq, b, h) + q0);
+      // Q, and the V scale and mean of this kv head for the epilogue (read
+      // from global memory there, they cost an L2 round trip per CTA)
+      constexpr u32 SC_BYTES = D * 4;
+      const bool smooth_v = (a.flags & SJ_F_SMOOTH_V) != 0;
+      mbar_expect_tx(q_full, S::Q_BYTES + (V16 ? 0 : SC_BYTES) + (smooth_v ? SC_BYTES : 0));
+#pragma unroll
+      for (int c = 0; c < NCH; c++)
+        tma_load_2d(sQ + c * BQ * CH, &w.tq, c * CH, q_row, q_full);
+      if (!V16)
+        bulk_load(s_base + S::SC_OFF, (const float *)a.v_scale + bhk * D, SC_BYTES, q_full);
+      if (smooth_v)
+        bulk_load(s_base + S::SC_OFF + SC_BYTES, (const float *)a.v_mean + bhk * D, SC_BYTES,
+                  q_full);
       const int k_row = (int)k8_row0(G, sk, b, hk);
       // v8: channel row and first column of this (b, kv head)
       const i64 vb = v8_base(G, sk, b, hk, D), vp = v8_pitch(G);
       const int v_row = (int)(vb / vp), v_col = (int)(vb % vp);
       const int v_lo_row = v_row + (int)v8_rows(G, D); // the residual's rows
-      mbar_expect_tx(q_full, S::Q_BYTES);
-#pragma unroll
-      for (int c = 0; c < NCH; c++)
-        tma_load_2d(sQ + c * BQ * CH, &w.tq, c * CH, q_row, q_full);
       for (int j = 0; j < n_tiles; j++) {
         const int st = j % STAGES;
         if (j >= STAGES)
@@ -670,30 +707,48 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
   consumer_sync<NC>(); // every consumer is done with every tile
   const bool smooth_v = (a.flags & SJ_F_SMOOTH_V) != 0;
   const i64 lse0 = lse_row0(G, sq, b, h);
-  const float *vs = (const float *)a.v_scale + bhk * D;
-  const float *vm = (const float *)a.v_mean + bhk * D;
+  float inv[2]; // l: the whole row's sum in every lane of the quad
 #pragma unroll
-  for (int hf = 0; hf < 2; hf++) {
-    const float dsum = l[hf]; // the whole row's sum in every lane of the quad
-    const int lrow = cw * 16 + g + 8 * hf;
-    const int row = q0 + lrow;
-    const float inv = dsum > 0.f ? 1.0f / dsum : 0.f;
+  for (int hf = 0; hf < 2; hf++)
+    inv[hf] = l[hf] > 0.f ? 1.0f / l[hf] : 0.f;
+  // Channel groups of 8 (ch = 8 c8 + 2 t), CB at a time: their V scales and
+  // means (in shared memory since the Q load) read first (16-bit V is not
+  // scaled).
+  constexpr int CB = D / 8 < 8 ? D / 8 : 8;
 #pragma unroll
-    for (int dc = 0; dc < NDC; dc++)
+  for (int c0 = 0; c0 < D / 8; c0 += CB) {
+    float2 sc[CB], mn[CB];
+    if (!V16)
+      load_chan2(sc, smem + S::SC_OFF, c0, t);
+    if (smooth_v)
+      load_chan2(mn, smem + S::SC_OFF + D * 4, c0, t);
 #pragma unroll
-      for (int n = 0; n < DC / 8; n++) {
-        const int ch = dc * DC + n * 8 + 2 * t;
-        // (16-bit V is not scaled)
-        float v0 = o[dc][4 * n + 2 * hf] * inv * (V16 ? 1.f : vs[ch]);
-        float v1 = o[dc][4 * n + 2 * hf + 1] * inv * (V16 ? 1.f : vs[ch + 1]);
-        if (smooth_v && dsum > 0.f) {
-          v0 += vm[ch];
-          v1 += vm[ch + 1];
+    for (int i = 0; i < CB; i++) {
+      const int c8 = c0 + i, dc = c8 / (DC / 8), n = c8 % (DC / 8);
+#pragma unroll
+      for (int hf = 0; hf < 2; hf++) {
+        float v0 = o[dc][4 * n + 2 * hf] * inv[hf];
+        float v1 = o[dc][4 * n + 2 * hf + 1] * inv[hf];
+        if (!V16) {
+          v0 *= sc[i].x;
+          v1 *= sc[i].y;
         }
-        *(u32 *)(smem + lrow * S::O_PITCH + ch * 2) = pack2<DT>(v0, v1);
+        if (smooth_v && l[hf] > 0.f) {
+          v0 += mn[i].x;
+          v1 += mn[i].y;
+        }
+        const int lrow = cw * 16 + g + 8 * hf;
+        *(u32 *)(smem + lrow * S::O_PITCH + c8 * 16 + t * 4) = pack2<DT>(v0, v1);
       }
-    if ((a.flags & SJ_F_LSE) && t == 0 && row < len_q)
-      store_lse(a, lse0, row, m[hf], dsum, P_OFFSET);
+    }
+  }
+  if ((a.flags & SJ_F_LSE) && t == 0) {
+#pragma unroll
+    for (int hf = 0; hf < 2; hf++) {
+      const int row = q0 + cw * 16 + g + 8 * hf;
+      if (row < len_q)
+        store_lse(a, lse0, row, m[hf], l[hf], P_OFFSET);
+    }
   }
   consumer_sync<NC>();
   store_o_rows<D, BQ>(a, sq, b, h, q0, smem, S::O_PITCH, threadIdx.x - 128, NC * 128);

@@ -116,7 +116,8 @@ static int attn_smem(sj_family fam, int d, int stages, int split) {
  * V written in v_mode (sj_v_mode). */
 static int wgmma_smem(int d, int bn, int stages, int v_mode, int nc) {
   return 64 * nc * d + stages * (1 + (v_mode ? 2 : 1)) * bn * d +
-         1024 /* ones */ + 8 * (1 + 3 * stages) + 1024 /* alignment */;
+         1024 /* ones */ + 8 * d /* V scale, mean */ + 8 * (1 + 3 * stages) +
+         1024 /* alignment */;
 }
 
 sj_launch_shape sj_spec_shape(const sj_spec *s) {
