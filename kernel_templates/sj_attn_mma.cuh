@@ -137,6 +137,7 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
   u8 *sK0 = smem + S::Q_BYTES;
   u8 *sV0 = sK0 + STAGES * S::K_BYTES;
 
+  pdl_wait(); // everything the quantizer wrote
   const int qblk = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;

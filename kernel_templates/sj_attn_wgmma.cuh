@@ -356,6 +356,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
+  pdl_wait(); // everything the quantizer wrote
 
   const int wg = threadIdx.x / 128;
   if (wg == 0) {

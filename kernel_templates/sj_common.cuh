@@ -147,6 +147,24 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return r;
 }
 
+// ------------------------------------------ programmatic dependent launch
+// The kernels of one call after the first are launched with programmatic
+// stream serialization on sm_90 and later targets (runtime/kernels.c): a
+// kernel may start while its predecessor finishes, and waits here before it
+// reads anything the predecessor wrote.  Both are no-ops for a plain launch.
+__device__ __forceinline__ void pdl_wait() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+// Lets the next kernel of the call launch once every CTA of this one has
+// started (it still waits for this grid to complete before reading).
+__device__ __forceinline__ void pdl_launch_next() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
 // --------------------------------------------------------- warp reductions
 __device__ __forceinline__ float quad_max(float v) {
   v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));

@@ -47,6 +47,8 @@ __global__ void __launch_bounds__(STATS_THREADS, STATS_MIN_CTAS)
   typedef RowMap<D> M;
   constexpr int ROWS = STATS_THREADS / M::TPR;
   __shared__ float red[ROWS][D + 1];
+  pdl_wait();
+  pdl_launch_next();
 
   const int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int lane_c = threadIdx.x % M::TPR, row0 = threadIdx.x / M::TPR;
@@ -135,6 +137,8 @@ __global__ void __launch_bounds__(STATS_THREADS, STATS_MIN_CTAS)
 // ------------------------------------------------------------------ pass 2
 template <int D>
 __global__ void __launch_bounds__(256) kv_finalize(const sj_finalize_args a) {
+  pdl_wait(); // the partial sums of kv_stats
+  pdl_launch_next();
   const int h = blockIdx.x, b = blockIdx.y;
   const i64 bh = (i64)b * a.heads_kv + h;
   const float *p = (const float *)a.partial + bh * a.nchunk * 4 * D;
@@ -494,6 +498,8 @@ __global__ void __launch_bounds__(QUANT_THREADS, QUANT_MIN_CTAS) quant_qkv(const
   __shared__ __align__(16) u8 s_t[(VM ? 2 : 1) * D * (BLK_K + 8)];
   const int x = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const sj_geom &G = a.g;
+  pdl_wait(); // the K mean, V scale and V mean of kv_finalize
+  pdl_launch_next();
   if (x < G.n_qblk) {
     quant_rows<DT, D, QG, WARP_Q, BLK_Q, false>(a, x, h, b, s_amax, s_scale);
   } else if (x < G.n_qblk + G.n_kblk) {

@@ -747,6 +747,7 @@ static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
   const int want_lse = c->lse != NULL;
   const sj_ptr cu_kv = (sj_ptr)(uintptr_t)c->cu_kv;
   sj_status st = SJ_OK;
+  int chained = 0; /* a kernel of this call is queued: chain the next */
   if (need_stats) {
     sj_stats_args sa;
     memset(&sa, 0, sizeof sa);
@@ -770,7 +771,8 @@ static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
     sa.flags = (pl->smooth_k ? SJ_F_K_STATS : 0) | (v_stats ? SJ_F_V_STATS : 0);
     sj_launch_shape sh = sj_spec_shape(&pl->specs[0]);
     st = sj_launch(ctx, fn[0], (unsigned)l.nchunk, (unsigned)c->heads_kv,
-                   (unsigned)c->batch, &sh, stream, &sa, "kv_stats");
+                   (unsigned)c->batch, &sh, stream, &sa, "kv_stats", chained);
+    chained = 1;
     if (st == SJ_OK) {
       sj_finalize_args fa;
       memset(&fa, 0, sizeof fa);
@@ -790,7 +792,7 @@ static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
       fa.v_scale_max = pl->accum == SJ_ACCUM_FP32_FP16 ? 2.25f : 448.f;
       sh = sj_spec_shape(&pl->specs[1]);
       st = sj_launch(ctx, fn[1], (unsigned)c->heads_kv, (unsigned)c->batch, 1,
-                     &sh, stream, &fa, "kv_finalize");
+                     &sh, stream, &fa, "kv_finalize", chained);
     }
   }
   if (st == SJ_OK && (parts & SJ_PART_PRE)) {
@@ -828,7 +830,8 @@ static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
     st = sj_launch(ctx, fn[2],
                    (unsigned)(l.g.n_qblk + l.g.n_kblk + qa.n_vblk),
                    (unsigned)c->heads_q, (unsigned)c->batch, &sh, stream, &qa,
-                   "quant_qkv");
+                   "quant_qkv", chained);
+    chained = 1;
   }
   if (st == SJ_OK && (parts & SJ_PART_ATTN)) {
     sj_attn_args aa;
@@ -869,10 +872,10 @@ static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
       if (st == SJ_OK)
         st = sj_launch(ctx, fn[3], (unsigned)((c->seq_q + bq - 1) / bq),
                        (unsigned)c->heads_q, (unsigned)c->batch, &sh, stream,
-                       &wa, "attn_wgmma");
+                       &wa, "attn_wgmma", chained);
     } else {
       st = sj_launch(ctx, fn[3], (unsigned)l.g.n_qblk, (unsigned)c->heads_q,
-                     (unsigned)c->batch, &sh, stream, &aa, "attn_mma");
+                     (unsigned)c->batch, &sh, stream, &aa, "attn_mma", chained);
     }
   }
   if (own_ws)
@@ -954,7 +957,7 @@ sj_status sj_attention_reference(sj_context *ctx,
   return sj_launch(ctx, fn,
                    (unsigned)((c.seq_q + rows_per_cta - 1) / rows_per_cta),
                    (unsigned)c.heads_q, (unsigned)c.batch, &sh, stream, &ra,
-                   "reference_attn");
+                   "reference_attn", 0);
 }
 
 void sj_attention_params_init(sj_attention_params *p) {

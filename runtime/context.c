@@ -206,6 +206,11 @@ sj_status sj_context_create(sj_context **out, const sj_config *cfg_in) {
     sj_status st = open_device(ctx, target_override);
     if (st != SJ_OK)
       return st;
+    /* Programmatic dependent launch between a call's kernels: their code
+     * waits for it (pdl_wait) only when compiled for sm_90 or later. */
+    const char *pdl = getenv("SAGEJIT_PDL");
+    ctx->pdl = ctx->target.sm >= 90 && ctx->cu->LaunchKernelEx != NULL &&
+               !(pdl && strcmp(pdl, "0") == 0);
   } else if (!target_override) {
     return create_fail(ctx, SJ_ERR_INVALID_ARGUMENT,
                        "a context without a device needs a target "

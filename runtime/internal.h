@@ -94,6 +94,8 @@ typedef struct sj_cuda_api {
                                    const uint64_t *, const uint64_t *,
                                    const unsigned *, const unsigned *, int,
                                    int, int, int);
+  CUresult (*LaunchKernelEx)(const CUlaunchConfig *, CUfunction, void **,
+                             void **);
 } sj_cuda_api;
 
 /* Loads libcuda and calls cuInit once.  Returns SJ_OK or SJ_ERR_NO_DRIVER /
@@ -260,6 +262,10 @@ struct sj_context {
   CUcontext cuctx; /* retained primary context */
   int cc_major, cc_minor, sm_count;
   int can_load;    /* target's images load on this device */
+  /* Chain a call's kernels with programmatic dependent launch: the target
+   * is sm_90 or later (its kernels wait in pdl_wait), the driver has
+   * cuLaunchKernelEx, and SAGEJIT_PDL is not 0. */
+  int pdl;
   sj_target target;
   sj_family family; /* what AUTO means here */
   int family_explicit; /* family set by config or SAGEJIT_FAMILY */
@@ -291,10 +297,15 @@ sj_status sj_kernel_ensure_cached(sj_context *ctx, const sj_spec *s,
                                   size_t msg_size);
 void sj_kernels_destroy(sj_context *ctx);
 
-/* Launch helper: push the context, launch, pop.  Counts launches. */
+/* Launch helper: push the context, launch, pop.  Counts launches.  With
+ * `chained` (and ctx->pdl) the launch allows programmatic stream
+ * serialization: the kernel may start before the previous kernel on the
+ * stream completes, and must pdl_wait() before reading what it wrote.  Only
+ * a call's second and later kernels are chained, so the first one always
+ * waits for the caller's earlier work. */
 sj_status sj_launch(sj_context *ctx, CUfunction fn, unsigned gx, unsigned gy,
                     unsigned gz, const sj_launch_shape *sh, CUstream stream,
-                    void *args, const char *what);
+                    void *args, const char *what, int chained);
 
 /* Context-owned workspace for a stream, grown as needed; the caller holds
  * ctx->ws_lock until its launches are queued. */

@@ -420,7 +420,7 @@ void sj_kernels_destroy(sj_context *ctx) {
 
 sj_status sj_launch(sj_context *ctx, CUfunction fn, unsigned gx, unsigned gy,
                     unsigned gz, const sj_launch_shape *sh, CUstream stream,
-                    void *args, const char *what) {
+                    void *args, const char *what, int chained) {
   const sj_cuda_api *cu = ctx->cu;
   CUresult r = cu->CtxPushCurrent(ctx->cuctx);
   char err[256];
@@ -428,8 +428,28 @@ sj_status sj_launch(sj_context *ctx, CUfunction fn, unsigned gx, unsigned gy,
     return sj_fail(ctx, SJ_ERR_CUDA, "cuCtxPushCurrent: %s",
                    sj_cuda_error_text(r, err, sizeof err));
   void *params[] = {args};
-  r = cu->LaunchKernel(fn, gx, gy, gz, (unsigned)sh->threads, 1, 1,
-                       (unsigned)sh->smem_bytes, stream, params, NULL);
+  if (chained && ctx->pdl) {
+    CUlaunchAttribute attr;
+    memset(&attr, 0, sizeof attr);
+    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDimX = gx;
+    cfg.gridDimY = gy;
+    cfg.gridDimZ = gz;
+    cfg.blockDimX = (unsigned)sh->threads;
+    cfg.blockDimY = 1;
+    cfg.blockDimZ = 1;
+    cfg.sharedMemBytes = (unsigned)sh->smem_bytes;
+    cfg.hStream = stream;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    r = cu->LaunchKernelEx(&cfg, fn, params, NULL);
+  } else {
+    r = cu->LaunchKernel(fn, gx, gy, gz, (unsigned)sh->threads, 1, 1,
+                         (unsigned)sh->smem_bytes, stream, params, NULL);
+  }
   CUcontext dummy;
   cu->CtxPopCurrent(&dummy);
   if (r != CUDA_SUCCESS)

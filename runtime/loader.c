@@ -64,7 +64,8 @@ static pthread_once_t g_cu_once = PTHREAD_ONCE_INIT;
   X(GetErrorString, "cuGetErrorString\0", 1)                                   \
   X(GetErrorName, "cuGetErrorName\0", 1)                                       \
   X(PointerGetAttribute, "cuPointerGetAttribute\0", 1)                         \
-  X(TensorMapEncodeTiled, "cuTensorMapEncodeTiled\0", 0)
+  X(TensorMapEncodeTiled, "cuTensorMapEncodeTiled\0", 0)                       \
+  X(LaunchKernelEx, "cuLaunchKernelEx\0", 0)
 
 static void cuda_load_once(void) {
   const char *override = getenv("SAGEJIT_CUDA_DRIVER");

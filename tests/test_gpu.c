@@ -536,6 +536,103 @@ static void test_user_workspace(void **state) {
   sj_context_destroy(ctx);
 }
 
+/* Programmatic dependent launch (sm_90 and later targets): a call's kernels
+ * after the first start while their predecessor drains, and wait in
+ * pdl_wait before reading its output.  Four calls are queued back to back
+ * on one stream and one workspace, alternating two inputs, so that a kernel
+ * reading before its predecessor finished would see the other input's
+ * quantized Q, K or V; every output must equal, bit for bit, the same call
+ * made with SAGEJIT_PDL=0 and a synchronize after each call. */
+static void test_pdl_chain(void **state) {
+  (void)state;
+  if (!tu_have_gpu())
+    skip();
+  const sj_family fams[] = {SJ_FAMILY_AUTO, SJ_FAMILY_FP8PV, SJ_FAMILY_FP16PV};
+  const size_t n = (size_t)2 * 8 * 2048 * 128;
+  uint16_t *h = malloc(n * 2), *ref[2], *got = malloc(n * 2);
+  assert_non_null(h);
+  assert_non_null(got);
+  for (int f = 0; f < 3; f++) {
+    setenv("SAGEJIT_PDL", "0", 1);
+    sj_context *plain = gpu_ctx(fams[f]);
+    unsetenv("SAGEJIT_PDL");
+    sj_context *ctx = gpu_ctx(fams[f]);
+    assert_int_equal(plain->pdl, 0);
+    assert_int_equal(ctx->pdl, ctx->target.sm >= 90 && ctx->cu->LaunchKernelEx != NULL);
+    if (ctx->family != fams[f] && fams[f] != SJ_FAMILY_AUTO) {
+      sj_context_destroy(plain);
+      sj_context_destroy(ctx);
+      continue; /* the family does not run on this device */
+    }
+    const sj_cuda_api *cu = ctx->cu;
+    assert_int_equal(cu->CtxPushCurrent(ctx->cuctx), CUDA_SUCCESS);
+    CUdeviceptr qkv[2][3], o[4];
+    uint64_t seed = 1234 + (uint64_t)f;
+    for (int in = 0; in < 2; in++)
+      for (int t = 0; t < 3; t++) {
+        for (size_t i = 0; i < n; i++)
+          h[i] = tu_f32_to_f16((float)tu_rand_normal(&seed) + (t == 1 ? 1.0f : 0.f));
+        assert_int_equal(cu->MemAlloc(&qkv[in][t], n * 2), CUDA_SUCCESS);
+        cu->MemcpyHtoD(qkv[in][t], h, n * 2);
+      }
+    for (int i = 0; i < 4; i++) {
+      assert_int_equal(cu->MemAlloc(&o[i], n * 2), CUDA_SUCCESS);
+      cu->MemsetD8(o[i], 0xff, n * 2);
+    }
+    sj_attention_params p;
+    fill_params(&p, qkv[0][0], qkv[0][1], qkv[0][2], o[0]);
+    p.batch = 2;
+    p.heads_q = 8;
+    p.heads_kv = 8;
+    p.seq_q = 2048;
+    p.seq_kv = 2048;
+    for (int in = 0; in < 2; in++) {
+      ref[in] = malloc(n * 2);
+      assert_non_null(ref[in]);
+      p.q = (void *)(uintptr_t)qkv[in][0];
+      p.k = (void *)(uintptr_t)qkv[in][1];
+      p.v = (void *)(uintptr_t)qkv[in][2];
+      p.o = (void *)(uintptr_t)o[0];
+      assert_int_equal(sj_attention(plain, &p, NULL), SJ_OK);
+      assert_int_equal(cu->CtxSynchronize(), CUDA_SUCCESS);
+      cu->MemcpyDtoH(ref[in], o[0], n * 2);
+    }
+    cu->MemsetD8(o[0], 0xff, n * 2);
+    for (int i = 0; i < 4; i++) {
+      p.q = (void *)(uintptr_t)qkv[i % 2][0];
+      p.k = (void *)(uintptr_t)qkv[i % 2][1];
+      p.v = (void *)(uintptr_t)qkv[i % 2][2];
+      p.o = (void *)(uintptr_t)o[i];
+      assert_int_equal(sj_attention(ctx, &p, NULL), SJ_OK);
+    }
+    assert_int_equal(cu->CtxSynchronize(), CUDA_SUCCESS);
+    for (int i = 0; i < 4; i++) {
+      cu->MemcpyDtoH(got, o[i], n * 2);
+      assert_memory_equal(got, ref[i % 2], n * 2);
+    }
+    size_t poisoned = 0;
+    for (size_t i = 0; i < n; i++)
+      poisoned += ref[0][i] == 0xffff || ref[1][i] == 0xffff;
+    assert_int_equal(poisoned, 0);
+    assert_true(memcmp(ref[0], ref[1], n * 2) != 0);
+    print_message("pdl chain (%s, pdl %d): 4 queued calls match\n",
+                  sj_family_str(ctx->family), ctx->pdl);
+    for (int in = 0; in < 2; in++) {
+      free(ref[in]);
+      for (int t = 0; t < 3; t++)
+        cu->MemFree(qkv[in][t]);
+    }
+    for (int i = 0; i < 4; i++)
+      cu->MemFree(o[i]);
+    CUcontext dummy;
+    cu->CtxPopCurrent(&dummy);
+    sj_context_destroy(plain);
+    sj_context_destroy(ctx);
+  }
+  free(h);
+  free(got);
+}
+
 typedef struct thread_arg {
   sj_context *ctx;
   sj_attention_params p;
@@ -695,6 +792,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_wgmma_matrix),
       cmocka_unit_test(test_splitv_gain),
       cmocka_unit_test(test_user_workspace),
+      cmocka_unit_test(test_pdl_chain),
       cmocka_unit_test(test_single_flight_threads),
       cmocka_unit_test(test_second_process_all_disk_hits),
   };
