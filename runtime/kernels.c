@@ -446,6 +446,11 @@ sj_status sj_launch(sj_context *ctx, CUfunction fn, unsigned gx, unsigned gy,
     cfg.attrs = &attr;
     cfg.numAttrs = 1;
     r = cu->LaunchKernelEx(&cfg, fn, params, NULL);
+    /* A driver that refuses the attribute gets a plain launch: the kernel's
+     * pdl_wait is then a no-op and the stream orders it as before. */
+    if (r == CUDA_ERROR_NOT_SUPPORTED)
+      r = cu->LaunchKernel(fn, gx, gy, gz, (unsigned)sh->threads, 1, 1,
+                           (unsigned)sh->smem_bytes, stream, params, NULL);
   } else {
     r = cu->LaunchKernel(fn, gx, gy, gz, (unsigned)sh->threads, 1, 1,
                          (unsigned)sh->smem_bytes, stream, params, NULL);
