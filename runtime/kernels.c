@@ -428,6 +428,10 @@ sj_status sj_launch(sj_context *ctx, CUfunction fn, unsigned gx, unsigned gy,
     return sj_fail(ctx, SJ_ERR_CUDA, "cuCtxPushCurrent: %s",
                    sj_cuda_error_text(r, err, sizeof err));
   void *params[] = {args};
+  /* CUDA_ERROR_NOT_SUPPORTED below means "not tried yet" or "the driver
+   * refused the attribute": both take the plain launch, where the kernel's
+   * pdl_wait is a no-op and the stream orders it as before. */
+  r = CUDA_ERROR_NOT_SUPPORTED;
   if (chained && ctx->pdl) {
     CUlaunchAttribute attr;
     memset(&attr, 0, sizeof attr);
@@ -446,15 +450,10 @@ sj_status sj_launch(sj_context *ctx, CUfunction fn, unsigned gx, unsigned gy,
     cfg.attrs = &attr;
     cfg.numAttrs = 1;
     r = cu->LaunchKernelEx(&cfg, fn, params, NULL);
-    /* A driver that refuses the attribute gets a plain launch: the kernel's
-     * pdl_wait is then a no-op and the stream orders it as before. */
-    if (r == CUDA_ERROR_NOT_SUPPORTED)
-      r = cu->LaunchKernel(fn, gx, gy, gz, (unsigned)sh->threads, 1, 1,
-                           (unsigned)sh->smem_bytes, stream, params, NULL);
-  } else {
+  }
+  if (r == CUDA_ERROR_NOT_SUPPORTED)
     r = cu->LaunchKernel(fn, gx, gy, gz, (unsigned)sh->threads, 1, 1,
                          (unsigned)sh->smem_bytes, stream, params, NULL);
-  }
   CUcontext dummy;
   cu->CtxPopCurrent(&dummy);
   if (r != CUDA_SUCCESS)
