@@ -573,7 +573,8 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
         *(u32 *)(sO + lrow * O_PITCH + ch * 2) = pack2<DT>(v0, v1);
       }
       if ((a.flags & SJ_F_LSE) && t == 0 && row < len_q)
-        store_lse(a, lse0, row, m[mt][hf], dsum, F8 ? P_OFFSET : 0.f);
+        store_lse(a, lse0, row, m[mt][hf], dsum, F8 ? P_OFFSET : 0.f,
+                  (a.flags & SJ_F_SMOOTH_K) ? ((const float *)a.qk_mean)[lse0 + row] : 0.f);
     }
   __syncthreads();
   store_o_rows<D>(a, sq, b, h, q0, sO, O_PITCH, threadIdx.x, NTHREADS);

@@ -61,6 +61,8 @@ template <int D, int BN, int STAGES, bool SPLIT, int BQ, bool V16> struct WgSmem
   // barriers: q_full, k_full[STAGES], v_full[STAGES], empty[STAGES]; the
   // total size (plus 1024 to align the base) is wgmma_smem in runtime/spec.c
   static constexpr int BAR_OFF = SC_OFF + 2 * D * 4;
+  // per_block Q scales of the consumer warps (fused Q), after the barriers
+  static constexpr int RED_OFF = BAR_OFF + 8 * (1 + 3 * STAGES);
   static constexpr int O_PITCH = 2 * D + 16; // epilogue staging, over Q/K/V
   static_assert(BQ * O_PITCH <= SC_OFF, "O staging must fit over the tiles");
 };
@@ -144,6 +146,110 @@ template <int ROW_BYTES> __device__ __forceinline__ u64 wg_desc(u32 e) {
 }
 template <int NC> __device__ __forceinline__ void consumer_sync() {
   asm volatile("bar.sync 1, %0;\n" ::"n"(NC * 128) : "memory");
+}
+
+// Fused Q (SJ_F_Q_FUSED): a consumer warp quantizes its own 16 query rows
+// from the caller's tensor, in place of quant_qkv's Q blocks (which cost a
+// read of Q, a write of q8 and its read back here).  The scale groups are
+// the quantizer's (docs/kernels.md): per_thread rows g and g + 8 of the
+// warp, per_warp its 16 rows, per_block the CTA's rows; values and rounding
+// are quant_rows'.  The INT8 rows go into shared memory with the swizzle the
+// TMA would have applied (16-byte unit u of row r at u ^ (r mod 8) for
+// 128-byte rows, u ^ ((r / 2) mod 4) for 64-byte rows).  Rows past the
+// sequence count as zeros.  Returns the lane's Q scale; qk gets q.mean_k of
+// rows g and g + 8 when the LSE needs it under K smoothing.  The caller
+// fences the stores for the async proxy and syncs the consumers.
+template <int DT, int D, int QG, int BQ, int NC>
+__device__ __forceinline__ float fuse_q(const sj_wgmma_args &w, const Seq &sq, int b, int h,
+                                        i64 bhk, int q0, int cw, int lane, u8 *s_q,
+                                        float *s_red, float (&qk)[2]) {
+  const sj_attn_args &a = w.a;
+  constexpr int CH = D < 128 ? D : 128; // bytes per row chunk
+  constexpr int SWZ = CH == 128 ? 7 : 3;
+  constexpr int NI = D / 32; // 16-byte pieces (8 channels) per row per lane
+  const int g = lane / 4, t = lane % 4;
+  const u8 *src = (const u8 *)w.q +
+                  (user_base(a.g.cu_q != 0, sq, b, w.q_sb, w.q_sn) + (i64)h * w.q_sh) * 2;
+  // lane t takes pieces t, t + 4, ...: a warp load covers 64 contiguous
+  // bytes of each of 8 rows
+  u32x4 raw[2][NI];
+#pragma unroll
+  for (int hf = 0; hf < 2; hf++) {
+    const int row = q0 + cw * 16 + g + 8 * hf;
+#pragma unroll
+    for (int i = 0; i < NI; i++) {
+      raw[hf][i].x = raw[hf][i].y = raw[hf][i].z = raw[hf][i].w = 0u;
+      if (row < sq.len)
+        raw[hf][i] = ld_global16(src + (i64)row * w.q_sn * 2 + (i * 4 + t) * 16);
+    }
+  }
+  float amax = 0.f;
+#pragma unroll
+  for (int hf = 0; hf < 2; hf++)
+#pragma unroll
+    for (int i = 0; i < NI; i++) {
+      float x[8];
+      unpack8<DT>(raw[hf][i], x);
+#pragma unroll
+      for (int e = 0; e < 8; e++)
+        amax = fmaxf(amax, fabsf(x[e] * w.q_prescale));
+    }
+  amax = quad_max(amax); // rows g and g + 8
+  if (QG != PER_THREAD) {
+#pragma unroll
+    for (int o = 4; o < 32; o *= 2)
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  }
+  if (QG == PER_BLOCK) {
+    if (lane == 0)
+      s_red[cw] = amax;
+    consumer_sync<NC>();
+#pragma unroll
+    for (int k = 0; k < NC * 4; k++)
+      amax = fmaxf(amax, s_red[k]);
+  }
+  const float scale = amax / 127.f;
+  const float inv = scale > 0.f ? 1.0f / scale : 0.f;
+#pragma unroll
+  for (int hf = 0; hf < 2; hf++) {
+    const int lrow = cw * 16 + g + 8 * hf;
+#pragma unroll
+    for (int i = 0; i < NI; i++) {
+      float x[8];
+      unpack8<DT>(raw[hf][i], x);
+      u32 lo = 0, hi = 0;
+#pragma unroll
+      for (int e = 0; e < 8; e++) {
+        const u32 q = (u32)(quant_s8(x[e] * w.q_prescale * inv) & 0xff);
+        if (e < 4)
+          lo |= q << (8 * e);
+        else
+          hi |= q << (8 * (e - 4));
+      }
+      const int col = (i * 4 + t) * 8;
+      const int off = lrow * CH + col % CH;
+      const int phys = off ^ (((off >> 7) & SWZ) << 4);
+      *(uint2 *)(s_q + (col / CH) * (BQ * CH) + phys) = make_uint2(lo, hi);
+    }
+  }
+  qk[0] = qk[1] = 0.f;
+  if ((a.flags & SJ_F_LSE) && (a.flags & SJ_F_SMOOTH_K)) {
+#pragma unroll
+    for (int hf = 0; hf < 2; hf++) {
+      float dot = 0.f;
+#pragma unroll
+      for (int i = 0; i < NI; i++) {
+        float x[8], mean[8];
+        unpack8<DT>(raw[hf][i], x);
+        load8_f32((const float *)w.k_mean + bhk * D + (i * 4 + t) * 8, mean);
+#pragma unroll
+        for (int e = 0; e < 8; e++)
+          dot += x[e] * mean[e];
+      }
+      qk[hf] = quad_sum(dot);
+    }
+  }
+  return scale;
 }
 
 template <int N>
@@ -366,12 +472,17 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
       const int q_row = (int)(q8_row0(G, sq, b, h) + q0);
       // Q, and the V scale and mean of this kv head for the epilogue (read
       // from global memory there, they cost an L2 round trip per CTA)
+      // (the consumers quantize Q themselves under SJ_F_Q_FUSED)
       constexpr u32 SC_BYTES = D * 4;
       const bool smooth_v = (a.flags & SJ_F_SMOOTH_V) != 0;
-      mbar_expect_tx(q_full, S::Q_BYTES + (V16 ? 0 : SC_BYTES) + (smooth_v ? SC_BYTES : 0));
+      const bool q_fused = (a.flags & SJ_F_Q_FUSED) != 0;
+      mbar_expect_tx(q_full, (q_fused ? 0 : S::Q_BYTES) + (V16 ? 0 : SC_BYTES) +
+                                 (smooth_v ? SC_BYTES : 0));
+      if (!q_fused) {
 #pragma unroll
-      for (int c = 0; c < NCH; c++)
-        tma_load_2d(sQ + c * BQ * CH, &w.tq, c * CH, q_row, q_full);
+        for (int c = 0; c < NCH; c++)
+          tma_load_2d(sQ + c * BQ * CH, &w.tq, c * CH, q_row, q_full);
+      }
       if (!V16)
         bulk_load(s_base + S::SC_OFF, (const float *)a.v_scale + bhk * D, SC_BYTES, q_full);
       if (smooth_v)
@@ -421,7 +532,11 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
   const int row_base = q0 + cw * 16;        // first query row of the warp
 
   float q_scale;
-  {
+  float qkm[2] = {0.f, 0.f}; // q.mean_k of rows g, g + 8 (fused Q)
+  if (a.flags & SJ_F_Q_FUSED) {
+    q_scale = fuse_q<DT, D, QG, BQ, NC>(w, sq, b, h, bhk, q0, cw, lane, smem + S::Q_OFF,
+                                        (float *)(smem + S::RED_OFF), qkm);
+  } else {
     // the quantizer's groups: 128-row blocks of 8 warps of 16 rows
     const float *qs = (const float *)a.q_scale;
     const i64 base = bh * G.n_qblk + q0 / BLK_Q;
@@ -663,7 +778,8 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
   };
 
   // The ones block of rowsum_p, written once (generic-proxy stores that the
-  // tensor core reads: fence, then a barrier among the consumers).
+  // tensor core reads, like the fused Q's: fence, then a barrier among the
+  // consumers).
   // ones: e4m3 0x38, fp16 0x3C00, bf16 0x3F80
   constexpr u32 ONES = !V16 ? 0x38383838u : (DT == FP16 ? 0x3C003C00u : 0x3F803F80u);
   for (int i = threadIdx.x - 128; i < 256; i += NC * 128)
@@ -748,7 +864,10 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
     for (int hf = 0; hf < 2; hf++) {
       const int row = q0 + cw * 16 + g + 8 * hf;
       if (row < len_q)
-        store_lse(a, lse0, row, m[hf], l[hf], P_OFFSET);
+        store_lse(a, lse0, row, m[hf], l[hf], P_OFFSET,
+                  (a.flags & SJ_F_Q_FUSED) ? qkm[hf]
+                  : (a.flags & SJ_F_SMOOTH_K) ? ((const float *)a.qk_mean)[lse0 + row]
+                                              : 0.f);
     }
   }
   consumer_sync<NC>();

@@ -234,6 +234,22 @@ __device__ __forceinline__ u32x4 ld_global16(const void *p) {
   return r;
 }
 
+// Eight consecutive fp32 values (32-byte aligned) as two 16-byte loads.
+__device__ __forceinline__ void load8_f32(const float *p, float *x) {
+  const u32x4 a = ld_global16(p), b = ld_global16(p + 4);
+  const u32 w[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+  for (int i = 0; i < 8; i++)
+    x[i] = __uint_as_float(w[i]);
+}
+
+template <int DT> __device__ __forceinline__ void unpack8(const u32x4 &w, float *x) {
+  unpack2<DT>(w.x, x[0], x[1]);
+  unpack2<DT>(w.y, x[2], x[3]);
+  unpack2<DT>(w.z, x[4], x[5]);
+  unpack2<DT>(w.w, x[6], x[7]);
+}
+
 // ------------------------------------------------------------ tensor cores
 // D(16x8 s32) += A(16x32 s8, row) * B(32x8 s8, col)
 __device__ __forceinline__ void mma_s8(i32 *d, const u32 *a, u32 b0, u32 b1) {

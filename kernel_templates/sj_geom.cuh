@@ -83,15 +83,15 @@ __device__ __forceinline__ i64 v8_lo_offset(const sj_geom &g, int d) {
 // Writes the natural-log LSE of query row `row` (if the call asked for it):
 // m is the row's reference max and `off` the P offset in log2 units, dsum
 // the row's sum of P; a row that saw no key gets -inf.  Under K smoothing
-// the softmax ignored the constant q.mean_k, which the LSE adds back.
+// the softmax ignored the constant q.mean_k (`qk`), which the LSE adds back.
 __device__ __forceinline__ void store_lse(const sj_attn_args &a, i64 lse0,
                                           int row, float m, float dsum,
-                                          float off) {
+                                          float off, float qk) {
   float l;
   if (dsum > 0.f) {
     l = (m + __log2f(dsum) - off) * a.lse_scale;
     if (a.flags & SJ_F_SMOOTH_K)
-      l += a.sm_scale_log2 * LN2 * ((const float *)a.qk_mean)[lse0 + row];
+      l += a.sm_scale_log2 * LN2 * qk;
   } else {
     l = neg_inf();
   }

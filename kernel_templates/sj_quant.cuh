@@ -20,22 +20,6 @@ template <int D> struct RowMap {
       CHUNKS <= 4 ? 4 : (CHUNKS <= 8 ? 8 : (CHUNKS <= 16 ? 16 : 32));
 };
 
-// Eight consecutive fp32 values (32-byte aligned) as two 16-byte loads.
-__device__ __forceinline__ void load8_f32(const float *p, float *x) {
-  const u32x4 a = ld_global16(p), b = ld_global16(p + 4);
-  const u32 w[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-#pragma unroll
-  for (int i = 0; i < 8; i++)
-    x[i] = __uint_as_float(w[i]);
-}
-
-template <int DT> __device__ __forceinline__ void unpack8(const u32x4 &w, float *x) {
-  unpack2<DT>(w.x, x[0], x[1]);
-  unpack2<DT>(w.y, x[2], x[3]);
-  unpack2<DT>(w.z, x[4], x[5]);
-  unpack2<DT>(w.w, x[6], x[7]);
-}
-
 // ------------------------------------------------------------------ pass 1
 constexpr int STATS_THREADS = 256;
 constexpr int STATS_UNROLL = 4;
@@ -496,8 +480,10 @@ __global__ void __launch_bounds__(QUANT_THREADS, QUANT_MIN_CTAS) quant_qkv(const
   // e4m3 tiles: D rows of BLK_K + 8 bytes (twice for split V); 16-bit
   // tiles: D rows of 2 BLK_K + 16 bytes, the same size.
   __shared__ __align__(16) u8 s_t[(VM ? 2 : 1) * D * (BLK_K + 8)];
-  const int x = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const sj_geom &G = a.g;
+  // SJ_F_Q_FUSED: the attention kernel quantizes Q; the grid has no Q blocks
+  const int x = blockIdx.x + ((a.flags & SJ_F_Q_FUSED) ? G.n_qblk : 0);
+  const int h = blockIdx.y, b = blockIdx.z;
   pdl_wait(); // the K mean, V scale and V mean of kv_finalize
   pdl_launch_next();
   if (x < G.n_qblk) {

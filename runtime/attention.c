@@ -745,6 +745,12 @@ static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
   const int v_stats = fp8 && (pl->accum != SJ_ACCUM_PV16 || pl->smooth_v);
   const int need_stats = (pl->smooth_k || v_stats) && (parts & SJ_PART_PRE);
   const int want_lse = c->lse != NULL;
+  /* The wgmma kernel quantizes its own Q rows (a read of Q instead of a
+   * read of Q, a write of q8 and its read back): quant_qkv skips Q.  Not
+   * for per_block with one 64-row consumer, whose block of 128 rows spans
+   * two CTAs. */
+  const int q_fused = pl->family == SJ_FAMILY_WGMMA && ctx->q_fuse &&
+                      !(pl->quant == SJ_QUANT_PER_BLOCK && pl->wg_consumers == 1);
   const sj_ptr cu_kv = (sj_ptr)(uintptr_t)c->cu_kv;
   sj_status st = SJ_OK;
   int chained = 0; /* a kernel of this call is queued: chain the next */
@@ -824,13 +830,15 @@ static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
     qa.n_vblk = fp8 ? l.g.n_kblk + (c->varlen ? 1 : 0) : 0;
     qa.flags = (pl->smooth_k ? SJ_F_SMOOTH_K : 0) |
                (pl->smooth_v ? SJ_F_SMOOTH_V : 0) | (fp8 ? SJ_F_QUANT_V : 0) |
-               (want_lse ? SJ_F_LSE : 0);
+               (want_lse ? SJ_F_LSE : 0) | (q_fused ? SJ_F_Q_FUSED : 0);
     qa.q_prescale = 1.0f;
     sj_launch_shape sh = sj_spec_shape(&pl->specs[2]);
+    /* x: Q blocks (unless fused), K blocks, V blocks; y: query heads (only
+     * the first heads_kv have K and V blocks) */
     st = sj_launch(ctx, fn[2],
-                   (unsigned)(l.g.n_qblk + l.g.n_kblk + qa.n_vblk),
-                   (unsigned)c->heads_q, (unsigned)c->batch, &sh, stream, &qa,
-                   "quant_qkv", chained);
+                   (unsigned)((q_fused ? 0 : l.g.n_qblk) + l.g.n_kblk + qa.n_vblk),
+                   (unsigned)(q_fused ? c->heads_kv : c->heads_q),
+                   (unsigned)c->batch, &sh, stream, &qa, "quant_qkv", chained);
     chained = 1;
   }
   if (st == SJ_OK && (parts & SJ_PART_ATTN)) {
@@ -866,6 +874,15 @@ static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
       sj_wgmma_args wa;
       memset(&wa, 0, sizeof wa);
       wa.a = aa;
+      if (q_fused) {
+        wa.a.flags |= SJ_F_Q_FUSED;
+        wa.q = (sj_ptr)(uintptr_t)c->q;
+        wa.q_sb = c->q_sb;
+        wa.q_sh = c->q_sh;
+        wa.q_sn = c->q_sn;
+        wa.k_mean = ws + l.k_mean;
+        wa.q_prescale = 1.0f; /* as quant_qkv's */
+      }
       st = wgmma_maps(ctx, c, &l, ws, &wa);
       /* 64 query rows per consumer warpgroup */
       const int64_t bq = 64 * (int64_t)pl->wg_consumers;

@@ -211,6 +211,8 @@ sj_status sj_context_create(sj_context **out, const sj_config *cfg_in) {
     const char *pdl = getenv("SAGEJIT_PDL");
     ctx->pdl = ctx->target.sm >= 90 && ctx->cu->LaunchKernelEx != NULL &&
                !(pdl && strcmp(pdl, "0") == 0);
+    const char *qf = getenv("SAGEJIT_QFUSE");
+    ctx->q_fuse = !(qf && strcmp(qf, "0") == 0);
   } else if (!target_override) {
     return create_fail(ctx, SJ_ERR_INVALID_ARGUMENT,
                        "a context without a device needs a target "

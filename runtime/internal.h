@@ -266,6 +266,9 @@ struct sj_context {
    * is sm_90 or later (its kernels wait in pdl_wait), the driver has
    * cuLaunchKernelEx, and SAGEJIT_PDL is not 0. */
   int pdl;
+  /* The wgmma kernel quantizes Q itself (SJ_F_Q_FUSED) unless
+   * SAGEJIT_QFUSE is 0. */
+  int q_fuse;
   sj_target target;
   sj_family family; /* what AUTO means here */
   int family_explicit; /* family set by config or SAGEJIT_FAMILY */

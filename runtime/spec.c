@@ -117,7 +117,7 @@ static int attn_smem(sj_family fam, int d, int stages, int split) {
 static int wgmma_smem(int d, int bn, int stages, int v_mode, int nc) {
   return 64 * nc * d + stages * (1 + (v_mode ? 2 : 1)) * bn * d +
          1024 /* ones */ + 8 * d /* V scale, mean */ + 8 * (1 + 3 * stages) +
-         1024 /* alignment */;
+         32 /* fused Q: per_block scales of 8 warps */ + 1024 /* alignment */;
 }
 
 sj_launch_shape sj_spec_shape(const sj_spec *s) {

@@ -633,6 +633,112 @@ static void test_pdl_chain(void **state) {
   free(got);
 }
 
+/* The wgmma kernel quantizes its own Q rows by default (SJ_F_Q_FUSED):
+ * its output must match, bit for bit, the one made from quant_qkv's Q
+ * (SAGEJIT_QFUSE=0), and its LSE (q.mean_k summed in another order) to
+ * rounding: every granularity, both layouts, GQA, tails, causal, one
+ * consumer (D 64) and two (D 128, 256), bf16. */
+static void test_q_fused(void **state) {
+  (void)state;
+  if (!tu_have_gpu())
+    skip();
+  setenv("SAGEJIT_QFUSE", "0", 1);
+  sj_context *plain = gpu_ctx(SJ_FAMILY_AUTO);
+  unsetenv("SAGEJIT_QFUSE");
+  sj_context *ctx = gpu_ctx(SJ_FAMILY_AUTO);
+  if (strcmp(ctx->target.name, "sm_90a") != 0) {
+    sj_context_destroy(plain);
+    sj_context_destroy(ctx);
+    skip();
+  }
+  assert_int_equal(plain->q_fuse, 0);
+  assert_int_equal(ctx->q_fuse, 1);
+  static const struct {
+    int b, hq, hk, nq, nk, d, causal;
+    sj_layout lay;
+    sj_quant_gran qg;
+    sj_dtype dt;
+  } cases[] = {
+      {2, 4, 4, 300, 300, 128, 0, SJ_LAYOUT_HND, SJ_QUANT_PER_THREAD, SJ_DTYPE_FP16},
+      {1, 8, 2, 1000, 777, 128, 1, SJ_LAYOUT_NHD, SJ_QUANT_PER_WARP, SJ_DTYPE_FP16},
+      {2, 4, 2, 257, 513, 128, 0, SJ_LAYOUT_NHD, SJ_QUANT_PER_BLOCK, SJ_DTYPE_BF16},
+      {1, 4, 4, 200, 333, 64, 1, SJ_LAYOUT_HND, SJ_QUANT_PER_THREAD, SJ_DTYPE_BF16},
+      {1, 4, 1, 129, 200, 64, 0, SJ_LAYOUT_NHD, SJ_QUANT_PER_WARP, SJ_DTYPE_FP16},
+      {1, 2, 2, 300, 300, 64, 0, SJ_LAYOUT_HND, SJ_QUANT_PER_BLOCK, SJ_DTYPE_FP16},
+      {1, 2, 2, 100, 190, 256, 1, SJ_LAYOUT_HND, SJ_QUANT_PER_THREAD, SJ_DTYPE_FP16},
+  };
+  const sj_cuda_api *cu = ctx->cu;
+  assert_int_equal(cu->CtxPushCurrent(ctx->cuctx), CUDA_SUCCESS);
+  for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+    const size_t nq = (size_t)cases[ci].b * cases[ci].hq * cases[ci].nq * cases[ci].d;
+    const size_t nk = (size_t)cases[ci].b * cases[ci].hk * cases[ci].nk * cases[ci].d;
+    const size_t nl = (size_t)cases[ci].b * cases[ci].hq * cases[ci].nq;
+    const size_t sz[3] = {nq, nk, nk};
+    uint16_t *h = malloc(nq * 2 > nk * 2 ? nq * 2 : nk * 2);
+    uint16_t *o_ref = malloc(nq * 2), *o_got = malloc(nq * 2);
+    float *l_ref = malloc(nl * 4), *l_got = malloc(nl * 4);
+    assert_true(h && o_ref && o_got && l_ref && l_got);
+    uint64_t seed = 4242 + ci;
+    CUdeviceptr t[3], o, lse;
+    for (int i = 0; i < 3; i++) {
+      for (size_t j = 0; j < sz[i]; j++) {
+        /* K gets a per-channel bias, as K smoothing expects */
+        const float x = (float)tu_rand_normal(&seed) +
+                        (i == 1 ? 0.5f * (float)(j % (size_t)cases[ci].d % 7) : 0.f);
+        h[j] = cases[ci].dt == SJ_DTYPE_BF16 ? tu_f32_to_bf16(x) : tu_f32_to_f16(x);
+      }
+      assert_int_equal(cu->MemAlloc(&t[i], sz[i] * 2), CUDA_SUCCESS);
+      cu->MemcpyHtoD(t[i], h, sz[i] * 2);
+    }
+    assert_int_equal(cu->MemAlloc(&o, nq * 2), CUDA_SUCCESS);
+    assert_int_equal(cu->MemAlloc(&lse, nl * 4), CUDA_SUCCESS);
+    sj_attention_params p;
+    fill_params(&p, t[0], t[1], t[2], o);
+    p.dtype = cases[ci].dt;
+    p.layout = cases[ci].lay;
+    p.batch = cases[ci].b;
+    p.heads_q = cases[ci].hq;
+    p.heads_kv = cases[ci].hk;
+    p.seq_q = cases[ci].nq;
+    p.seq_kv = cases[ci].nk;
+    p.head_dim = cases[ci].d;
+    p.causal = cases[ci].causal;
+    p.qk_quant = cases[ci].qg;
+    p.lse = (float *)(uintptr_t)lse;
+    for (int run = 0; run < 2; run++) {
+      cu->MemsetD8(o, 0xff, nq * 2);
+      cu->MemsetD8(lse, 0xff, nl * 4);
+      assert_int_equal(sj_attention(run ? ctx : plain, &p, NULL), SJ_OK);
+      assert_int_equal(cu->CtxSynchronize(), CUDA_SUCCESS);
+      cu->MemcpyDtoH(run ? o_got : o_ref, o, nq * 2);
+      cu->MemcpyDtoH(run ? l_got : l_ref, lse, nl * 4);
+    }
+    size_t poisoned = 0, lse_bad = 0;
+    for (size_t j = 0; j < nq; j++)
+      poisoned += o_ref[j] == 0xffff;
+    for (size_t j = 0; j < nl; j++)
+      lse_bad += !(fabsf(l_got[j] - l_ref[j]) <= 1e-4f * fmaxf(1.f, fabsf(l_ref[j])));
+    assert_int_equal(poisoned, 0);
+    assert_int_equal(lse_bad, 0);
+    assert_memory_equal(o_got, o_ref, nq * 2);
+    for (int i = 0; i < 3; i++)
+      cu->MemFree(t[i]);
+    cu->MemFree(o);
+    cu->MemFree(lse);
+    free(h);
+    free(o_ref);
+    free(o_got);
+    free(l_ref);
+    free(l_got);
+  }
+  print_message("fused Q: %zu cases bit-identical to quant_qkv's Q\n",
+                sizeof cases / sizeof cases[0]);
+  CUcontext dummy;
+  cu->CtxPopCurrent(&dummy);
+  sj_context_destroy(plain);
+  sj_context_destroy(ctx);
+}
+
 typedef struct thread_arg {
   sj_context *ctx;
   sj_attention_params p;
@@ -793,6 +899,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_splitv_gain),
       cmocka_unit_test(test_user_workspace),
       cmocka_unit_test(test_pdl_chain),
+      cmocka_unit_test(test_q_fused),
       cmocka_unit_test(test_single_flight_threads),
       cmocka_unit_test(test_second_process_all_disk_hits),
   };
