@@ -217,15 +217,21 @@ __device__ __forceinline__ float fuse_q(const sj_wgmma_args &w, const Seq &sq, i
     for (int i = 0; i < NI; i++) {
       float x[8];
       unpack8<DT>(raw[hf][i], x);
-      u32 lo = 0, hi = 0;
+      // quant_s8 without the quarter-rate F2I: |x inv| <= 127 by the
+      // choice of scale, and 1.5 * 2^23 + y holds round-to-nearest-even(y)
+      // in its low bits (two's complement), so its low byte is the INT8.
+      // Products and sums rounded separately, as quant_rows' are.  (A
+      // non-finite Q value may give another INT8 than quant_s8's 0: its
+      // row's output is unspecified either way, docs/api.md.)
+      u32 q[8];
 #pragma unroll
-      for (int e = 0; e < 8; e++) {
-        const u32 q = (u32)(quant_s8(x[e] * w.q_prescale * inv) & 0xff);
-        if (e < 4)
-          lo |= q << (8 * e);
-        else
-          hi |= q << (8 * (e - 4));
-      }
+      for (int e = 0; e < 8; e++)
+        q[e] = __float_as_uint(
+            __fadd_rn(__fmul_rn(__fmul_rn(x[e], w.q_prescale), inv), 12582912.0f));
+      const u32 lo = __byte_perm(__byte_perm(q[0], q[1], 0x0040),
+                                 __byte_perm(q[2], q[3], 0x0040), 0x5410);
+      const u32 hi = __byte_perm(__byte_perm(q[4], q[5], 0x0040),
+                                 __byte_perm(q[6], q[7], 0x0040), 0x5410);
       const int col = (i * 4 + t) * 8;
       const int off = lrow * CH + col % CH;
       const int phys = off ^ (((off >> 7) & SWZ) << 4);
