@@ -159,20 +159,17 @@ template <int NC> __device__ __forceinline__ void consumer_sync() {
 // sequence count as zeros.  Returns the lane's Q scale; qk gets q.mean_k of
 // rows g and g + 8 when the LSE needs it under K smoothing.  The caller
 // fences the stores for the async proxy and syncs the consumers.
-template <int DT, int D, int QG, int BQ, int NC>
-__device__ __forceinline__ float fuse_q(const sj_wgmma_args &w, const Seq &sq, int b, int h,
-                                        i64 bhk, int q0, int cw, int lane, u8 *s_q,
-                                        float *s_red, float (&qk)[2]) {
-  const sj_attn_args &a = w.a;
-  constexpr int CH = D < 128 ? D : 128; // bytes per row chunk
-  constexpr int SWZ = CH == 128 ? 7 : 3;
+// fuse_q_load issues the loads (raw: rows g and g + 8, 16-byte pieces t,
+// t + 4, ...; a warp load covers 64 contiguous bytes of each of 8 rows),
+// fuse_q does the rest once they are needed.
+template <int DT, int D>
+__device__ __forceinline__ void fuse_q_load(const sj_wgmma_args &w, const Seq &sq, int b,
+                                            int h, int q0, int cw, int lane,
+                                            u32x4 (&raw)[2][D / 32]) {
   constexpr int NI = D / 32; // 16-byte pieces (8 channels) per row per lane
   const int g = lane / 4, t = lane % 4;
   const u8 *src = (const u8 *)w.q +
-                  (user_base(a.g.cu_q != 0, sq, b, w.q_sb, w.q_sn) + (i64)h * w.q_sh) * 2;
-  // lane t takes pieces t, t + 4, ...: a warp load covers 64 contiguous
-  // bytes of each of 8 rows
-  u32x4 raw[2][NI];
+                  (user_base(w.a.g.cu_q != 0, sq, b, w.q_sb, w.q_sn) + (i64)h * w.q_sh) * 2;
 #pragma unroll
   for (int hf = 0; hf < 2; hf++) {
     const int row = q0 + cw * 16 + g + 8 * hf;
@@ -183,6 +180,16 @@ __device__ __forceinline__ float fuse_q(const sj_wgmma_args &w, const Seq &sq, i
         raw[hf][i] = ld_global16(src + (i64)row * w.q_sn * 2 + (i * 4 + t) * 16);
     }
   }
+}
+template <int DT, int D, int QG, int BQ, int NC>
+__device__ __forceinline__ float fuse_q(const sj_wgmma_args &w, const u32x4 (&raw)[2][D / 32],
+                                        i64 bhk, int cw, int lane, u8 *s_q, float *s_red,
+                                        float (&qk)[2]) {
+  const sj_attn_args &a = w.a;
+  constexpr int CH = D < 128 ? D : 128; // bytes per row chunk
+  constexpr int SWZ = CH == 128 ? 7 : 3;
+  constexpr int NI = D / 32;
+  const int g = lane / 4, t = lane % 4;
   float amax = 0.f;
 #pragma unroll
   for (int hf = 0; hf < 2; hf++)
@@ -453,6 +460,14 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
     n_tiles = min(n_tiles, last < 0 ? 0 : last / BN + 1);
   }
 
+  // Fused Q: the consumer threads start loading their Q rows before the
+  // prologue and the wait for the quantizer, so that the loads' latency
+  // runs under both.  Q is the caller's input: complete before this call's
+  // first kernel started, so before any of its kernels.
+  u32x4 qraw[2][D / 32];
+  if ((a.flags & SJ_F_Q_FUSED) && threadIdx.x >= 128)
+    fuse_q_load<DT, D>(w, sq, b, h, q0, threadIdx.x / 32 - 4, threadIdx.x % 32, qraw);
+
   if (threadIdx.x == 0) {
     // The tensor maps' first use below would fetch them from memory.
     tma_prefetch_map(&w.tq);
@@ -540,7 +555,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
   float q_scale;
   float qkm[2] = {0.f, 0.f}; // q.mean_k of rows g, g + 8 (fused Q)
   if (a.flags & SJ_F_Q_FUSED) {
-    q_scale = fuse_q<DT, D, QG, BQ, NC>(w, sq, b, h, bhk, q0, cw, lane, smem + S::Q_OFF,
+    q_scale = fuse_q<DT, D, QG, BQ, NC>(w, qraw, bhk, cw, lane, smem + S::Q_OFF,
                                         (float *)(smem + S::RED_OFF), qkm);
   } else {
     // the quantizer's groups: 128-row blocks of 8 warps of 16 rows
