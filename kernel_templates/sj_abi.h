@@ -78,6 +78,13 @@ typedef struct sj_attn_args {
   int flags;           /* causal: key j is visible to query i iff j <= i,
                           or j <= i + len_kv - len_q with SJ_F_CAUSAL_BR */
   int pad_;
+  /* SJ_F_Q_FUSED: the kernel quantizes Q itself, from the caller's tensor
+   * (q, strides in elements, times q_prescale as quant_qkv would);
+   * k_mean (fp32 [b][hk][D]) gives the LSE's q.mean_k under K smoothing. */
+  sj_ptr q, k_mean;
+  sj_i64 q_sb, q_sh, q_sn;
+  float q_prescale;
+  int pad2_;
 } sj_attn_args;
 
 /* The sm_90a (wgmma) attention kernel: three TMA descriptors (CUtensorMap,
@@ -98,13 +105,6 @@ typedef struct sj_tmap {
 typedef struct sj_wgmma_args {
   sj_tmap tq, tk, tv;
   sj_attn_args a;
-  /* SJ_F_Q_FUSED: the kernel quantizes Q itself, from the caller's tensor
-   * (q, strides in elements), into shared memory; k_mean (fp32
-   * [b][hk][D]) gives the LSE's q.mean_k under K smoothing. */
-  sj_ptr q, k_mean;
-  sj_i64 q_sb, q_sh, q_sn;
-  float q_prescale;
-  int pad_;
 } sj_wgmma_args;
 
 /* FP32 reference attention; o is fp32 [b][hq][seq_q][D]. */
@@ -130,6 +130,6 @@ typedef struct sj_ref_args {
 #define SJ_F_K_STATS 16  /* stats: accumulate K sums */
 #define SJ_F_V_STATS 32  /* stats: accumulate V sum/max/min */
 #define SJ_F_CAUSAL_BR 64 /* causal diagonal at the bottom right */
-#define SJ_F_Q_FUSED 128  /* wgmma quantizes Q itself; quant_qkv skips Q */
+#define SJ_F_Q_FUSED 128  /* attention quantizes Q itself; quant_qkv skips Q */
 
 #endif

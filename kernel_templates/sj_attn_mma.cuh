@@ -137,7 +137,6 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
   u8 *sK0 = smem + S::Q_BYTES;
   u8 *sV0 = sK0 + STAGES * S::K_BYTES;
 
-  pdl_wait(); // everything the quantizer wrote
   const int qblk = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
@@ -150,6 +149,18 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
   const Seq sq = seq_q(G, b), sk = seq_kv(G, b);
   if (q0 >= sq.len)
     return; // a varlen sequence shorter than the longest: nothing here
+  // Fused Q (SJ_F_Q_FUSED, per_thread and per_warp): each warp quantizes
+  // its own rows (fq_* in sj_geom.cuh), lane (g, t) rows g + 8 k.  The
+  // loads go out first: Q is the caller's input, complete before this
+  // call's first kernel, so before any of its kernels.
+  constexpr int RPT = WARP_Q / 8;
+  // (per_block's 128-row group spans the warps: the runtime leaves it to
+  // quant_qkv)
+  const bool q_fused = QG != PER_BLOCK && (a.flags & SJ_F_Q_FUSED) != 0;
+  u32x4 qraw[RPT][D / 32];
+  if (q_fused)
+    fq_load<D, RPT>(a, sq, b, h, q0 + warp * WARP_Q, lane, qraw);
+  pdl_wait(); // everything the quantizer wrote
   const int len_q = sq.len, len_kv = sk.len;
   const int causal_offset = (a.flags & SJ_F_CAUSAL_BR) ? len_kv - len_q : 0;
   KvSrc src;
@@ -175,7 +186,7 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
   }
 
   // ---- Q tile -> shared memory (and registers)
-  {
+  if (!q_fused) {
     const u8 *q = (const u8 *)a.q8 + (q8_row0(G, sq, b, h) + q0) * (i64)D;
     constexpr int CPR = D / 16, QCH = BLK_Q * CPR;
 #pragma unroll
@@ -194,8 +205,35 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
     load_kv_tile<FAM, DT, D, NTHREADS, SPLIT>(src, 1, sK0 + S::K_BYTES, sV0 + S::V_BYTES);
     cp_async_commit();
   }
+  float q_scale;
+  if (q_fused) {
+    float amax = quad_max(fq_amax<DT, D, RPT>(a, qraw));
+    if (QG == PER_WARP) {
+#pragma unroll
+      for (int o = 4; o < 32; o *= 2)
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    }
+    q_scale = amax / 127.f;
+    const float inv = q_scale > 0.f ? 1.0f / q_scale : 0.f;
+#pragma unroll
+    for (int k = 0; k < RPT; k++)
+#pragma unroll
+      for (int i = 0; i < D / 32; i++)
+        *(uint2 *)(sQ + (warp * WARP_Q + g + 8 * k) * S::Q_PITCH + (i * 4 + t) * 8) =
+            fq_pack<DT>(a, qraw[k][i], inv);
+    fq_qk<DT, D, RPT>(a, qraw, sq, lse_row0(G, sq, b, h), q0 + warp * WARP_Q, bhk, lane);
+  } else {
+    const float *qs = (const float *)a.q_scale;
+    const i64 base = bh * G.n_qblk + qblk;
+    if (QG == PER_BLOCK)
+      q_scale = qs[base];
+    else if (QG == PER_WARP)
+      q_scale = qs[base * NWARPS + warp];
+    else
+      q_scale = qs[(base * NWARPS + warp) * 8 + g];
+  }
   cp_async_wait<0>();
-  __syncthreads();
+  __syncthreads(); // the Q tile (copied or stored) and the first K/V tiles
   u32 qf[Q_REGS ? MT : 1][Q_REGS ? KS : 1][4];
   if (Q_REGS) {
 #pragma unroll
@@ -213,17 +251,6 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
   }
 
   // ---- per-thread Q scale (one scalar for every row the thread holds)
-  float q_scale;
-  {
-    const float *qs = (const float *)a.q_scale;
-    const i64 base = bh * G.n_qblk + qblk;
-    if (QG == PER_BLOCK)
-      q_scale = qs[base];
-    else if (QG == PER_WARP)
-      q_scale = qs[base * NWARPS + warp];
-    else
-      q_scale = qs[(base * NWARPS + warp) * 8 + g];
-  }
   const float q_mult = q_scale * a.sm_scale_log2;
 
   float o[MT][DN][4];
@@ -573,8 +600,7 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
         *(u32 *)(sO + lrow * O_PITCH + ch * 2) = pack2<DT>(v0, v1);
       }
       if ((a.flags & SJ_F_LSE) && t == 0 && row < len_q)
-        store_lse(a, lse0, row, m[mt][hf], dsum, F8 ? P_OFFSET : 0.f,
-                  (a.flags & SJ_F_SMOOTH_K) ? ((const float *)a.qk_mean)[lse0 + row] : 0.f);
+        store_lse(a, lse0, row, m[mt][hf], dsum, F8 ? P_OFFSET : 0.f);
     }
   __syncthreads();
   store_o_rows<D>(a, sq, b, h, q0, sO, O_PITCH, threadIdx.x, NTHREADS);

@@ -149,59 +149,21 @@ template <int NC> __device__ __forceinline__ void consumer_sync() {
 }
 
 // Fused Q (SJ_F_Q_FUSED): a consumer warp quantizes its own 16 query rows
-// from the caller's tensor, in place of quant_qkv's Q blocks (which cost a
-// read of Q, a write of q8 and its read back here).  The scale groups are
-// the quantizer's (docs/kernels.md): per_thread rows g and g + 8 of the
-// warp, per_warp its 16 rows, per_block the CTA's rows; values and rounding
-// are quant_rows'.  The INT8 rows go into shared memory with the swizzle the
-// TMA would have applied (16-byte unit u of row r at u ^ (r mod 8) for
-// 128-byte rows, u ^ ((r / 2) mod 4) for 64-byte rows).  Rows past the
-// sequence count as zeros.  Returns the lane's Q scale; qk gets q.mean_k of
-// rows g and g + 8 when the LSE needs it under K smoothing.  The caller
-// fences the stores for the async proxy and syncs the consumers.
-// fuse_q_load issues the loads (raw: rows g and g + 8, 16-byte pieces t,
-// t + 4, ...; a warp load covers 64 contiguous bytes of each of 8 rows),
-// fuse_q does the rest once they are needed.
-template <int DT, int D>
-__device__ __forceinline__ void fuse_q_load(const sj_wgmma_args &w, const Seq &sq, int b,
-                                            int h, int q0, int cw, int lane,
-                                            u32x4 (&raw)[2][D / 32]) {
-  constexpr int NI = D / 32; // 16-byte pieces (8 channels) per row per lane
-  const int g = lane / 4, t = lane % 4;
-  const u8 *src = (const u8 *)w.q +
-                  (user_base(w.a.g.cu_q != 0, sq, b, w.q_sb, w.q_sn) + (i64)h * w.q_sh) * 2;
-#pragma unroll
-  for (int hf = 0; hf < 2; hf++) {
-    const int row = q0 + cw * 16 + g + 8 * hf;
-#pragma unroll
-    for (int i = 0; i < NI; i++) {
-      raw[hf][i].x = raw[hf][i].y = raw[hf][i].z = raw[hf][i].w = 0u;
-      if (row < sq.len)
-        raw[hf][i] = ld_global16(src + (i64)row * w.q_sn * 2 + (i * 4 + t) * 16);
-    }
-  }
-}
+// (fq_* in sj_geom.cuh).  The scale groups are the quantizer's
+// (docs/kernels.md): per_thread rows g and g + 8 of the warp, per_warp its
+// 16 rows, per_block the CTA's rows.  The INT8 rows go into shared memory
+// with the swizzle the TMA would have applied (16-byte unit u of row r at
+// u ^ (r mod 8) for 128-byte rows, u ^ ((r / 2) mod 4) for 64-byte rows).
+// Returns the lane's Q scale (and stores the LSE's q.mean_k, fq_qk).  The
+// caller fences the stores for the async proxy and syncs the consumers.
 template <int DT, int D, int QG, int BQ, int NC>
-__device__ __forceinline__ float fuse_q(const sj_wgmma_args &w, const u32x4 (&raw)[2][D / 32],
-                                        i64 bhk, int cw, int lane, u8 *s_q, float *s_red,
-                                        float (&qk)[2]) {
-  const sj_attn_args &a = w.a;
+__device__ __forceinline__ float fuse_q(const sj_attn_args &a, const u32x4 (&raw)[2][D / 32],
+                                        const Seq &sq, int b, int h, int q0, i64 bhk, int cw,
+                                        int lane, u8 *s_q, float *s_red) {
   constexpr int CH = D < 128 ? D : 128; // bytes per row chunk
   constexpr int SWZ = CH == 128 ? 7 : 3;
-  constexpr int NI = D / 32;
   const int g = lane / 4, t = lane % 4;
-  float amax = 0.f;
-#pragma unroll
-  for (int hf = 0; hf < 2; hf++)
-#pragma unroll
-    for (int i = 0; i < NI; i++) {
-      float x[8];
-      unpack8<DT>(raw[hf][i], x);
-#pragma unroll
-      for (int e = 0; e < 8; e++)
-        amax = fmaxf(amax, fabsf(x[e] * w.q_prescale));
-    }
-  amax = quad_max(amax); // rows g and g + 8
+  float amax = quad_max(fq_amax<DT, D, 2>(a, raw)); // rows g and g + 8
   if (QG != PER_THREAD) {
 #pragma unroll
     for (int o = 4; o < 32; o *= 2)
@@ -221,47 +183,14 @@ __device__ __forceinline__ float fuse_q(const sj_wgmma_args &w, const u32x4 (&ra
   for (int hf = 0; hf < 2; hf++) {
     const int lrow = cw * 16 + g + 8 * hf;
 #pragma unroll
-    for (int i = 0; i < NI; i++) {
-      float x[8];
-      unpack8<DT>(raw[hf][i], x);
-      // quant_s8 without the quarter-rate F2I: |x inv| <= 127 by the
-      // choice of scale, and 1.5 * 2^23 + y holds round-to-nearest-even(y)
-      // in its low bits (two's complement), so its low byte is the INT8.
-      // Products and sums rounded separately, as quant_rows' are.  (A
-      // non-finite Q value may give another INT8 than quant_s8's 0: its
-      // row's output is unspecified either way, docs/api.md.)
-      u32 q[8];
-#pragma unroll
-      for (int e = 0; e < 8; e++)
-        q[e] = __float_as_uint(
-            __fadd_rn(__fmul_rn(__fmul_rn(x[e], w.q_prescale), inv), 12582912.0f));
-      const u32 lo = __byte_perm(__byte_perm(q[0], q[1], 0x0040),
-                                 __byte_perm(q[2], q[3], 0x0040), 0x5410);
-      const u32 hi = __byte_perm(__byte_perm(q[4], q[5], 0x0040),
-                                 __byte_perm(q[6], q[7], 0x0040), 0x5410);
+    for (int i = 0; i < D / 32; i++) {
       const int col = (i * 4 + t) * 8;
       const int off = lrow * CH + col % CH;
       const int phys = off ^ (((off >> 7) & SWZ) << 4);
-      *(uint2 *)(s_q + (col / CH) * (BQ * CH) + phys) = make_uint2(lo, hi);
+      *(uint2 *)(s_q + (col / CH) * (BQ * CH) + phys) = fq_pack<DT>(a, raw[hf][i], inv);
     }
   }
-  qk[0] = qk[1] = 0.f;
-  if ((a.flags & SJ_F_LSE) && (a.flags & SJ_F_SMOOTH_K)) {
-#pragma unroll
-    for (int hf = 0; hf < 2; hf++) {
-      float dot = 0.f;
-#pragma unroll
-      for (int i = 0; i < NI; i++) {
-        float x[8], mean[8];
-        unpack8<DT>(raw[hf][i], x);
-        load8_f32((const float *)w.k_mean + bhk * D + (i * 4 + t) * 8, mean);
-#pragma unroll
-        for (int e = 0; e < 8; e++)
-          dot += x[e] * mean[e];
-      }
-      qk[hf] = quad_sum(dot);
-    }
-  }
+  fq_qk<DT, D, 2>(a, raw, sq, lse_row0(a.g, sq, b, h), q0 + cw * 16, bhk, lane);
   return scale;
 }
 
@@ -466,7 +395,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
   // first kernel started, so before any of its kernels.
   u32x4 qraw[2][D / 32];
   if ((a.flags & SJ_F_Q_FUSED) && threadIdx.x >= 128)
-    fuse_q_load<DT, D>(w, sq, b, h, q0, threadIdx.x / 32 - 4, threadIdx.x % 32, qraw);
+    fq_load<D, 2>(a, sq, b, h, q0 + (threadIdx.x / 32 - 4) * 16, threadIdx.x % 32, qraw);
 
   if (threadIdx.x == 0) {
     // The tensor maps' first use below would fetch them from memory.
@@ -553,10 +482,9 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
   const int row_base = q0 + cw * 16;        // first query row of the warp
 
   float q_scale;
-  float qkm[2] = {0.f, 0.f}; // q.mean_k of rows g, g + 8 (fused Q)
   if (a.flags & SJ_F_Q_FUSED) {
-    q_scale = fuse_q<DT, D, QG, BQ, NC>(w, qraw, bhk, cw, lane, smem + S::Q_OFF,
-                                        (float *)(smem + S::RED_OFF), qkm);
+    q_scale = fuse_q<DT, D, QG, BQ, NC>(a, qraw, sq, b, h, q0, bhk, cw, lane, smem + S::Q_OFF,
+                                        (float *)(smem + S::RED_OFF));
   } else {
     // the quantizer's groups: 128-row blocks of 8 warps of 16 rows
     const float *qs = (const float *)a.q_scale;
@@ -885,10 +813,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
     for (int hf = 0; hf < 2; hf++) {
       const int row = q0 + cw * 16 + g + 8 * hf;
       if (row < len_q)
-        store_lse(a, lse0, row, m[hf], l[hf], P_OFFSET,
-                  (a.flags & SJ_F_Q_FUSED) ? qkm[hf]
-                  : (a.flags & SJ_F_SMOOTH_K) ? ((const float *)a.qk_mean)[lse0 + row]
-                                              : 0.f);
+        store_lse(a, lse0, row, m[hf], l[hf], P_OFFSET);
     }
   }
   consumer_sync<NC>();

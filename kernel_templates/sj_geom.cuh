@@ -77,21 +77,111 @@ __device__ __forceinline__ i64 v8_lo_offset(const sj_geom &g, int d) {
   return v8_rows(g, d) * v8_pitch(g);
 }
 
+// --------------------------------------------- fused Q (SJ_F_Q_FUSED)
+// The attention kernels quantize their own Q rows in place of quant_qkv's Q
+// blocks (which cost a read of Q, a write of q8 and its read back): same
+// scale groups, values and rounding as quant_rows (docs/kernels.md).  Lane
+// (g, t) of a warp holds rows row0 + g + 8 k (k < RPT) of the caller's Q,
+// 16-byte pieces t, t + 4, ... of each, so a warp load covers 64
+// contiguous bytes of 8 rows.  Rows past the sequence read as zeros.
+template <int D, int RPT>
+__device__ __forceinline__ void fq_load(const sj_attn_args &a, const Seq &sq, int b, int h,
+                                        int row0, int lane, u32x4 (&raw)[RPT][D / 32]) {
+  const int g = lane / 4, t = lane % 4;
+  const u8 *src = (const u8 *)a.q +
+                  (user_base(a.g.cu_q != 0, sq, b, a.q_sb, a.q_sn) + (i64)h * a.q_sh) * 2;
+#pragma unroll
+  for (int k = 0; k < RPT; k++) {
+    const int row = row0 + g + 8 * k;
+#pragma unroll
+    for (int i = 0; i < D / 32; i++) {
+      raw[k][i].x = raw[k][i].y = raw[k][i].z = raw[k][i].w = 0u;
+      if (row < sq.len)
+        raw[k][i] = ld_global16(src + (i64)row * a.q_sn * 2 + (i * 4 + t) * 16);
+    }
+  }
+}
+// The lane's max |q * q_prescale| (the caller reduces it over its group).
+template <int DT, int D, int RPT>
+__device__ __forceinline__ float fq_amax(const sj_attn_args &a,
+                                         const u32x4 (&raw)[RPT][D / 32]) {
+  float amax = 0.f;
+#pragma unroll
+  for (int k = 0; k < RPT; k++)
+#pragma unroll
+    for (int i = 0; i < D / 32; i++) {
+      float x[8];
+      unpack8<DT>(raw[k][i], x);
+#pragma unroll
+      for (int e = 0; e < 8; e++)
+        amax = fmaxf(amax, fabsf(x[e] * a.q_prescale));
+    }
+  return amax;
+}
+// The INT8 of one piece (8 channels), as quant_s8 rounds it but without
+// the quarter-rate F2I: |x inv| <= 127 by the choice of scale, and
+// 1.5 * 2^23 + y holds round-to-nearest-even(y) in its low bits (two's
+// complement), so its low byte is the INT8.  Products and sum rounded
+// separately, as quant_rows' are.  (A non-finite Q value may give another
+// INT8 than quant_s8's 0: its row's output is unspecified either way,
+// docs/api.md.)
+template <int DT>
+__device__ __forceinline__ uint2 fq_pack(const sj_attn_args &a, const u32x4 &raw, float inv) {
+  float x[8];
+  unpack8<DT>(raw, x);
+  u32 q[8];
+#pragma unroll
+  for (int e = 0; e < 8; e++)
+    q[e] = __float_as_uint(__fadd_rn(__fmul_rn(__fmul_rn(x[e], a.q_prescale), inv), 12582912.0f));
+  return make_uint2(__byte_perm(__byte_perm(q[0], q[1], 0x0040),
+                                __byte_perm(q[2], q[3], 0x0040), 0x5410),
+                    __byte_perm(__byte_perm(q[4], q[5], 0x0040),
+                                __byte_perm(q[6], q[7], 0x0040), 0x5410));
+}
+// When the LSE needs it under K smoothing, q.mean_k of each of the lane's
+// rows, summed over the quad and stored by lane t = 0 where quant_rows
+// would have (qk_mean at lse0 + row; the epilogue's store_lse reads it back
+// in the same thread).
+template <int DT, int D, int RPT>
+__device__ __forceinline__ void fq_qk(const sj_attn_args &a, const u32x4 (&raw)[RPT][D / 32],
+                                      const Seq &sq, i64 lse0, int row0, i64 bhk, int lane) {
+  if (!((a.flags & SJ_F_LSE) && (a.flags & SJ_F_SMOOTH_K)))
+    return;
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int k = 0; k < RPT; k++) {
+    float dot = 0.f;
+#pragma unroll
+    for (int i = 0; i < D / 32; i++) {
+      float x[8], mean[8];
+      unpack8<DT>(raw[k][i], x);
+      load8_f32((const float *)a.k_mean + bhk * D + (i * 4 + t) * 8, mean);
+#pragma unroll
+      for (int e = 0; e < 8; e++)
+        dot += x[e] * mean[e];
+    }
+    dot = quad_sum(dot);
+    const int row = row0 + g + 8 * k;
+    if (t == 0 && row < sq.len)
+      ((float *)a.qk_mean)[lse0 + row] = dot;
+  }
+}
+
 // ---------------------------------------------- attention epilogue pieces
 // Shared by attn_mma and attn_wgmma (sj_attn_args).
 
 // Writes the natural-log LSE of query row `row` (if the call asked for it):
 // m is the row's reference max and `off` the P offset in log2 units, dsum
 // the row's sum of P; a row that saw no key gets -inf.  Under K smoothing
-// the softmax ignored the constant q.mean_k (`qk`), which the LSE adds back.
+// the softmax ignored the constant q.mean_k, which the LSE adds back.
 __device__ __forceinline__ void store_lse(const sj_attn_args &a, i64 lse0,
                                           int row, float m, float dsum,
-                                          float off, float qk) {
+                                          float off) {
   float l;
   if (dsum > 0.f) {
     l = (m + __log2f(dsum) - off) * a.lse_scale;
     if (a.flags & SJ_F_SMOOTH_K)
-      l += a.sm_scale_log2 * LN2 * qk;
+      l += a.sm_scale_log2 * LN2 * ((const float *)a.qk_mean)[lse0 + row];
   } else {
     l = neg_inf();
   }

@@ -745,12 +745,16 @@ static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
   const int v_stats = fp8 && (pl->accum != SJ_ACCUM_PV16 || pl->smooth_v);
   const int need_stats = (pl->smooth_k || v_stats) && (parts & SJ_PART_PRE);
   const int want_lse = c->lse != NULL;
-  /* The wgmma kernel quantizes its own Q rows (a read of Q instead of a
-   * read of Q, a write of q8 and its read back): quant_qkv skips Q.  Not
-   * for per_block with one 64-row consumer, whose block of 128 rows spans
-   * two CTAs. */
-  const int q_fused = pl->family == SJ_FAMILY_WGMMA && ctx->q_fuse &&
-                      !(pl->quant == SJ_QUANT_PER_BLOCK && pl->wg_consumers == 1);
+  /* The attention kernel quantizes its own Q rows (a read of Q instead of
+   * a read of Q, a write of q8 and its read back): quant_qkv skips Q.  Not
+   * for per_block where its 128-row group spans warps the kernel does not
+   * reduce over: the mma families' warps, and the wgmma family's 64-row
+   * CTAs (D = 64). */
+  const int q_fused =
+      ctx->q_fuse &&
+      (pl->family == SJ_FAMILY_WGMMA
+           ? !(pl->quant == SJ_QUANT_PER_BLOCK && pl->wg_consumers == 1)
+           : pl->quant != SJ_QUANT_PER_BLOCK);
   const sj_ptr cu_kv = (sj_ptr)(uintptr_t)c->cu_kv;
   sj_status st = SJ_OK;
   int chained = 0; /* a kernel of this call is queued: chain the next */
@@ -862,27 +866,27 @@ static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
     aa.o_sb = c->o_sb;
     aa.o_sh = c->o_sh;
     aa.o_sn = c->o_sn;
+    if (q_fused) {
+      aa.q = (sj_ptr)(uintptr_t)c->q;
+      aa.q_sb = c->q_sb;
+      aa.q_sh = c->q_sh;
+      aa.q_sn = c->q_sn;
+      aa.k_mean = ws + l.k_mean;
+      aa.q_prescale = 1.0f; /* as quant_qkv's */
+    }
     aa.sm_scale_log2 = c->sm_scale * 1.4426950408889634f;
     aa.lse_scale = 0.6931471805599453f;
     aa.flags = (pl->smooth_v ? SJ_F_SMOOTH_V : 0) |
                (want_lse ? SJ_F_LSE : 0) |
                (want_lse && pl->smooth_k ? SJ_F_SMOOTH_K : 0) |
                (c->causal && c->align == SJ_CAUSAL_BOTTOM_RIGHT ? SJ_F_CAUSAL_BR
-                                                                : 0);
+                                                                : 0) |
+               (q_fused ? SJ_F_Q_FUSED : 0);
     sj_launch_shape sh = sj_spec_shape(&pl->specs[3]);
     if (pl->family == SJ_FAMILY_WGMMA) {
       sj_wgmma_args wa;
       memset(&wa, 0, sizeof wa);
       wa.a = aa;
-      if (q_fused) {
-        wa.a.flags |= SJ_F_Q_FUSED;
-        wa.q = (sj_ptr)(uintptr_t)c->q;
-        wa.q_sb = c->q_sb;
-        wa.q_sh = c->q_sh;
-        wa.q_sn = c->q_sn;
-        wa.k_mean = ws + l.k_mean;
-        wa.q_prescale = 1.0f; /* as quant_qkv's */
-      }
       st = wgmma_maps(ctx, c, &l, ws, &wa);
       /* 64 query rows per consumer warpgroup */
       const int64_t bq = 64 * (int64_t)pl->wg_consumers;
