@@ -471,6 +471,18 @@ __device__ __forceinline__ void quant_v_block(const sj_quant_args &a, int blk,
                          SPLIT ? v8_lo_offset(G, D) - D * pitch : 0);
 }
 
+// Rows [n0, n1) of a caller's tensor (row_bytes each, pitch apart) into
+// L2, before the wait for the previous kernel: the call's inputs are
+// complete before its first kernel starts, so the first wave's reads can
+// run under that kernel's tail instead of after it.
+__device__ __forceinline__ void prefetch_rows(const u8 *base, i64 pitch, int n0, int n1,
+                                              int row_bytes) {
+  const int lpr = (row_bytes + 127) / 128; // 128-byte lines per row
+  for (int i = threadIdx.x; i < (n1 - n0) * lpr; i += QUANT_THREADS)
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(base + (i64)(n0 + i / lpr) * pitch +
+                                                   (i % lpr) * 128));
+}
+
 // VM: how V is written.  0: e4m3; 1: e4m3 and its e4m3 residual
 // (ACC_FP32_FP32_SPLITV); 2: 16-bit V^T (ACC_PV16).
 template <int DT, int D, int QG, int WARP_Q, int VM>
@@ -484,6 +496,23 @@ __global__ void __launch_bounds__(QUANT_THREADS, QUANT_MIN_CTAS) quant_qkv(const
   // SJ_F_Q_FUSED: the attention kernel quantizes Q; the grid has no Q blocks
   const int x = blockIdx.x + ((a.flags & SJ_F_Q_FUSED) ? G.n_qblk : 0);
   const int h = blockIdx.y, b = blockIdx.z;
+  {
+    // this block's rows of Q, K or V, while kv_finalize may still run
+    const bool is_q = x < G.n_qblk, is_k = !is_q && x < G.n_qblk + G.n_kblk;
+    if (is_q || h < G.heads_kv) {
+      const Seq s = is_q ? seq_q(G, b) : seq_kv(G, b);
+      const bool varlen = (is_q ? G.cu_q : G.cu_kv) != 0;
+      const int rows = is_q ? BLK_Q : BLK_K;
+      const int n0 = (is_q ? x : x - G.n_qblk - (is_k ? 0 : G.n_kblk)) * rows;
+      const i64 sb = is_q ? a.q_sb : (is_k ? a.k_sb : a.v_sb);
+      const i64 sh = is_q ? a.q_sh : (is_k ? a.k_sh : a.v_sh);
+      const i64 sn = is_q ? a.q_sn : (is_k ? a.k_sn : a.v_sn);
+      const u8 *src = (const u8 *)(is_q ? a.q : (is_k ? a.k : a.v)) +
+                      (user_base(varlen, s, b, sb, sn) + (i64)h * sh) * 2;
+      if (is_q || is_k || (a.flags & SJ_F_QUANT_V))
+        prefetch_rows(src, sn * 2, n0, min(n0 + rows, s.len), D * 2);
+    }
+  }
   pdl_wait(); // the K mean, V scale and V mean of kv_finalize
   pdl_launch_next();
   if (x < G.n_qblk) {
