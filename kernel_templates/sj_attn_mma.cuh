@@ -207,13 +207,9 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
   }
   float q_scale;
   if (q_fused) {
-    float amax = quad_max(fq_amax<DT, D, RPT>(a, qraw));
-    if (QG == PER_WARP) {
-#pragma unroll
-      for (int o = 4; o < 32; o *= 2)
-        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    }
-    q_scale = amax / 127.f;
+    // rows g + 8k (the quad), or the warp's rows
+    const float lane_amax = fq_amax<DT, D, RPT>(a, qraw);
+    q_scale = (QG == PER_WARP ? group_max<32>(lane_amax) : group_max<4>(lane_amax)) / 127.f;
     const float inv = q_scale > 0.f ? 1.0f / q_scale : 0.f;
 #pragma unroll
     for (int k = 0; k < RPT; k++)

@@ -163,12 +163,9 @@ __device__ __forceinline__ float fuse_q(const sj_attn_args &a, const u32x4 (&raw
   constexpr int CH = D < 128 ? D : 128; // bytes per row chunk
   constexpr int SWZ = CH == 128 ? 7 : 3;
   const int g = lane / 4, t = lane % 4;
-  float amax = quad_max(fq_amax<DT, D, 2>(a, raw)); // rows g and g + 8
-  if (QG != PER_THREAD) {
-#pragma unroll
-    for (int o = 4; o < 32; o *= 2)
-      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-  }
+  // rows g and g + 8 (the quad), or the warp's 16 rows
+  const float lane_amax = fq_amax<DT, D, 2>(a, raw);
+  float amax = QG == PER_THREAD ? group_max<4>(lane_amax) : group_max<32>(lane_amax);
   if (QG == PER_BLOCK) {
     if (lane == 0)
       s_red[cw] = amax;

@@ -496,36 +496,36 @@ __global__ void __launch_bounds__(QUANT_THREADS, QUANT_MIN_CTAS) quant_qkv(const
   // SJ_F_Q_FUSED: the attention kernel quantizes Q; the grid has no Q blocks
   const int x = blockIdx.x + ((a.flags & SJ_F_Q_FUSED) ? G.n_qblk : 0);
   const int h = blockIdx.y, b = blockIdx.z;
+  // what this CTA does: Q block x, K block x - n_qblk, or V block beyond
+  const bool is_q = x < G.n_qblk, is_k = !is_q && x < G.n_qblk + G.n_kblk;
+  const bool is_v = !is_q && !is_k && (a.flags & SJ_F_QUANT_V) != 0;
+  const int blk = is_q ? x : x - G.n_qblk - (is_k ? 0 : G.n_kblk);
+  if (!is_q && h >= G.heads_kv)
+    return; // K and V blocks exist for the kv heads only
   {
-    // this block's rows of Q, K or V, while kv_finalize may still run
-    const bool is_q = x < G.n_qblk, is_k = !is_q && x < G.n_qblk + G.n_kblk;
-    if (is_q || h < G.heads_kv) {
-      const Seq s = is_q ? seq_q(G, b) : seq_kv(G, b);
-      const bool varlen = (is_q ? G.cu_q : G.cu_kv) != 0;
-      const int rows = is_q ? BLK_Q : BLK_K;
-      const int n0 = (is_q ? x : x - G.n_qblk - (is_k ? 0 : G.n_kblk)) * rows;
-      const i64 sb = is_q ? a.q_sb : (is_k ? a.k_sb : a.v_sb);
-      const i64 sh = is_q ? a.q_sh : (is_k ? a.k_sh : a.v_sh);
-      const i64 sn = is_q ? a.q_sn : (is_k ? a.k_sn : a.v_sn);
-      const u8 *src = (const u8 *)(is_q ? a.q : (is_k ? a.k : a.v)) +
-                      (user_base(varlen, s, b, sb, sn) + (i64)h * sh) * 2;
-      if (is_q || is_k || (a.flags & SJ_F_QUANT_V))
-        prefetch_rows(src, sn * 2, n0, min(n0 + rows, s.len), D * 2);
-    }
+    // this block's rows, while kv_finalize may still run
+    const Seq s = is_q ? seq_q(G, b) : seq_kv(G, b);
+    const bool varlen = (is_q ? G.cu_q : G.cu_kv) != 0;
+    const int rows = is_q ? BLK_Q : BLK_K, n0 = blk * rows;
+    const i64 sb = is_q ? a.q_sb : (is_k ? a.k_sb : a.v_sb);
+    const i64 sh = is_q ? a.q_sh : (is_k ? a.k_sh : a.v_sh);
+    const i64 sn = is_q ? a.q_sn : (is_k ? a.k_sn : a.v_sn);
+    const u8 *src = (const u8 *)(is_q ? a.q : (is_k ? a.k : a.v)) +
+                    (user_base(varlen, s, b, sb, sn) + (i64)h * sh) * 2;
+    if (is_q || is_k || is_v)
+      prefetch_rows(src, sn * 2, n0, min(n0 + rows, s.len), D * 2);
   }
   pdl_wait(); // the K mean, V scale and V mean of kv_finalize
   pdl_launch_next();
-  if (x < G.n_qblk) {
-    quant_rows<DT, D, QG, WARP_Q, BLK_Q, false>(a, x, h, b, s_amax, s_scale);
-  } else if (x < G.n_qblk + G.n_kblk) {
-    if (h < G.heads_kv)
-      quant_rows<DT, D, QG, WARP_Q, BLK_K, true>(a, x - G.n_qblk, h, b, s_amax,
-                                                 s_scale);
-  } else if (h < G.heads_kv && (a.flags & SJ_F_QUANT_V)) {
+  if (is_q) {
+    quant_rows<DT, D, QG, WARP_Q, BLK_Q, false>(a, blk, h, b, s_amax, s_scale);
+  } else if (is_k) {
+    quant_rows<DT, D, QG, WARP_Q, BLK_K, true>(a, blk, h, b, s_amax, s_scale);
+  } else if (is_v) {
     if (VM == 2)
-      quant_v16_block<DT, D>(a, x - G.n_qblk - G.n_kblk, h, b, s_t);
+      quant_v16_block<DT, D>(a, blk, h, b, s_t);
     else
-      quant_v_block<DT, D, VM == 1>(a, x - G.n_qblk - G.n_kblk, h, b, s_t);
+      quant_v_block<DT, D, VM == 1>(a, blk, h, b, s_t);
   }
 }
 
