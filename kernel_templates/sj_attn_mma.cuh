@@ -37,57 +37,86 @@ struct KvSrc {
   int len_kv;   // keys of this sequence
 };
 
-// One KV tile -> shared memory with cp.async, as straight-line code: each
-// thread's chunks are fixed, so the addresses are a few integer ops each.
-template <int FAM, int DT, int D, int NTHREADS, bool SPLIT>
-__device__ __forceinline__ void load_kv_tile(const KvSrc &src, int j, u8 *sK,
-                                             u8 *sV) {
+// KV tiles -> shared memory with cp.async, in order (0, 1, 2, ...).  The
+// loader keeps the next tile's pointers and walks each thread's chunks with
+// one 64-bit add per pass: the per-chunk row products (a 64-bit multiply per
+// row and tile) cost ~25 registers live across the loop and ~190
+// instructions per tile.
+template <int FAM, int D, int NTHREADS, bool SPLIT> struct KvLoader {
   typedef AttnSmem<FAM, D, SPLIT> S;
-  // K8 rows are contiguous: chunk i of the tile is at byte 16 * i; in shared
-  // memory each row is padded by 16 bytes.
-  {
-    const u8 *k = src.k + (i64)j * BLK_K * D;
-    constexpr int CPR = D / 16, KCH = BLK_K * CPR;
-#pragma unroll
-    for (int it = 0; it < (KCH + NTHREADS - 1) / NTHREADS; it++) {
-      const int i = it * NTHREADS + threadIdx.x;
-      if (KCH % NTHREADS == 0 || i < KCH)
-        cp_async16(sK + 16 * (i + i / CPR), k + 16 * i, 16);
+  static constexpr bool F8 = FAM == FP8PV;
+  static constexpr int K_CPR = D / 16, K_CH = BLK_K * K_CPR;
+  // V chunks per row: BLK_K bytes of a channel row (FP8) or D 16-bit values
+  // of a token row (FP16).
+  static constexpr int V_CPR = F8 ? BLK_K / 16 : D / 8;
+  static constexpr int V_ROWS = F8 ? (SPLIT ? 2 : 1) * D : BLK_K;
+  static constexpr int V_CH = V_ROWS * V_CPR;
+  static constexpr int V_PASSES = (V_CH + NTHREADS - 1) / NTHREADS;
+  // Whole rows per pass (a thread keeps its column): the walk is one add.
+  static constexpr bool V_WALK = NTHREADS % V_CPR == 0;
+  static constexpr int V_RPI = NTHREADS / V_CPR; // rows per pass (V_WALK)
+  const u8 *k;    // next tile's first K8 row
+  const u8 *v;    // next tile's V: channel row 0 (FP8) or token row 0 (FP16)
+  i64 v_pitch;    // bytes between V rows
+  i64 v_lo;       // split V: the residual's offset from v
+  int rows_left;  // FP16: keys of the sequence from the next tile on
+
+  __device__ __forceinline__ void init(const KvSrc &src) {
+    k = src.k;
+    v = src.v;
+    v_pitch = src.v_pitch;
+    v_lo = src.v_lo;
+    rows_left = src.len_kv;
+  }
+
+  __device__ __forceinline__ void v_chunk(u8 *sV, int r, int c, const u8 *src) {
+    if (F8) {
+      cp_async16(sV + r * S::V_PITCH + c * 16, src, 16);
+    } else {
+      // token rows past the sequence are zero-filled, never read
+      const bool in = r < rows_left;
+      cp_async16(sV + r * S::V_PITCH + c * 16, in ? src : v, in ? 16 : 0);
     }
   }
-  if (FAM == FP8PV) {
-    // V^T: D channel rows of BLK_K bytes, v_pitch apart (and D more of
-    // the residual under SPLIT).
-    const u8 *v = src.v + (i64)j * BLK_K;
-    constexpr int VCH = (SPLIT ? 2 : 1) * D * BLK_K / 16;
+
+  // The next tile into (sK, sV).
+  __device__ __forceinline__ void load(u8 *sK, u8 *sV) {
 #pragma unroll
-    for (int it = 0; it < (VCH + NTHREADS - 1) / NTHREADS; it++) {
+    for (int it = 0; it < (K_CH + NTHREADS - 1) / NTHREADS; it++) {
       const int i = it * NTHREADS + threadIdx.x;
-      if (VCH % NTHREADS == 0 || i < VCH) {
-        const int r = i / (BLK_K / 16), c = i % (BLK_K / 16);
-        const u8 *row = SPLIT && r >= D ? v + src.v_lo + (i64)(r - D) * src.v_pitch
-                                        : v + (i64)r * src.v_pitch;
-        cp_async16(sV + r * S::V_PITCH + c * 16, row + c * 16, 16);
+      if (K_CH % NTHREADS == 0 || i < K_CH)
+        cp_async16(sK + 16 * (i + i / K_CPR), k + 16 * i, 16);
+    }
+    if (V_WALK && (!SPLIT || D % V_RPI == 0)) {
+      const int r0 = threadIdx.x / V_CPR, c = threadIdx.x % V_CPR;
+      const u8 *p = v + r0 * v_pitch + c * 16;
+      const i64 step = V_RPI * v_pitch;
+#pragma unroll
+      for (int it = 0; it < V_PASSES; it++) {
+        const int r = r0 + it * V_RPI;
+        if (V_CH % NTHREADS != 0 && r >= V_ROWS)
+          break;
+        if (SPLIT && it * V_RPI == D)
+          p = v + v_lo + r0 * v_pitch + c * 16; // the residual's rows
+        v_chunk(sV, r, c, p);
+        p += step;
+      }
+    } else {
+#pragma unroll
+      for (int it = 0; it < V_PASSES; it++) {
+        const int i = it * NTHREADS + threadIdx.x;
+        if (V_CH % NTHREADS == 0 || i < V_CH) {
+          const int r = i / V_CPR, c = i % V_CPR;
+          const u8 *row = SPLIT && r >= D ? v + v_lo + (r - D) * v_pitch : v + r * v_pitch;
+          v_chunk(sV, r, c, row + c * 16);
+        }
       }
     }
-  } else {
-    // V: BLK_K token rows of D 16-bit values from the caller's tensor; rows
-    // past the sequence are zero-filled, never read.
-    const u8 *v = src.v + (i64)j * BLK_K * src.v_pitch;
-    const int rows_left = src.len_kv - j * BLK_K;
-    constexpr int CPR = D / 8, VCH = BLK_K * CPR;
-#pragma unroll
-    for (int it = 0; it < (VCH + NTHREADS - 1) / NTHREADS; it++) {
-      const int i = it * NTHREADS + threadIdx.x;
-      if (VCH % NTHREADS == 0 || i < VCH) {
-        const int r = i / CPR, c = i % CPR;
-        const bool in = r < rows_left;
-        cp_async16(sV + r * S::V_PITCH + c * 16,
-                   v + (in ? (i64)r * src.v_pitch : 0) + c * 16, in ? 16 : 0);
-      }
-    }
+    k += BLK_K * D;
+    v += F8 ? (i64)BLK_K : BLK_K * v_pitch;
+    rows_left -= BLK_K;
   }
-}
+};
 
 // Channel n-tile pairs accumulated together in the two-level modes: enough
 // independent mma chains to hide the tensor-core latency, few enough that
@@ -117,6 +146,11 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
   // Split V: each P.V mma runs twice, on V and on its residual.
   constexpr bool SPLIT = F8 && ACC == ACC_FP32_FP32_SPLITV;
   constexpr bool TILE_F16 = ACC == ACC_FP16_FP32 || ACC == ACC_FP32_FP16;
+  // Row sums of P on the tensor core (see the step): FP8PV everywhere
+  // (+3-17 % on the H100, where its mma is emulated; native on sm89+);
+  // FP16PV at D >= 128 without the causal mask (+6-8 %; at D = 64 and
+  // under the mask the extra mma chains cost 2-6 %).  bench/NOTES.md m3.
+  constexpr bool TC_SUM = F8 || (D >= 128 && !CAUSAL);
   // Q fragments stay in registers when they are few; else they are re-read
   // from shared memory for every KV tile (registers go to O and S).
   constexpr bool Q_REGS = MT * KS <= 4;
@@ -197,12 +231,14 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
     }
     cp_async_commit();
   }
+  KvLoader<FAM, D, NTHREADS, SPLIT> ld;
+  ld.init(src);
   if (n_tiles > 0) {
-    load_kv_tile<FAM, DT, D, NTHREADS, SPLIT>(src, 0, sK0, sV0);
+    ld.load(sK0, sV0);
     cp_async_commit();
   }
   if (STAGES >= 3 && n_tiles > 1) {
-    load_kv_tile<FAM, DT, D, NTHREADS, SPLIT>(src, 1, sK0 + S::K_BYTES, sV0 + S::V_BYTES);
+    ld.load(sK0 + S::K_BYTES, sV0 + S::V_BYTES);
     cp_async_commit();
   }
   float q_scale;
@@ -279,16 +315,12 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
         __syncthreads();
       }
       if (j + 2 < n_tiles) {
-        load_kv_tile<FAM, DT, D, NTHREADS, SPLIT>(src, j + 2,
-                                           sK0 + ((j + 2) % STAGES) * S::K_BYTES,
-                                           sV0 + ((j + 2) % STAGES) * S::V_BYTES);
+        ld.load(sK0 + ((j + 2) % STAGES) * S::K_BYTES, sV0 + ((j + 2) % STAGES) * S::V_BYTES);
         cp_async_commit();
       }
     } else if (STAGES > 1) {
       if (j + 1 < n_tiles) {
-        load_kv_tile<FAM, DT, D, NTHREADS, SPLIT>(src, j + 1,
-                                           sK0 + ((j + 1) % STAGES) * S::K_BYTES,
-                                           sV0 + ((j + 1) % STAGES) * S::V_BYTES);
+        ld.load(sK0 + ((j + 1) % STAGES) * S::K_BYTES, sV0 + ((j + 1) % STAGES) * S::V_BYTES);
         cp_async_commit();
         cp_async_wait<1>();
       } else {
@@ -296,7 +328,7 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
       }
       __syncthreads();
     } else if (j > 0) {
-      load_kv_tile<FAM, DT, D, NTHREADS, SPLIT>(src, j, sK, sV);
+      ld.load(sK, sV);
       cp_async_commit();
       cp_async_wait<0>();
       __syncthreads();
@@ -309,8 +341,12 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
       const i64 base = bhk * G.n_kblk + j;
       k_scale = QG == PER_THREAD ? ks[base * 4 + t] : ks[base];
     }
-#pragma unroll 1
-    for (int sub = 0; sub < BLK_K / KSUB; sub++) {
+    // One step of KSUB keys: Q.K^T, softmax, P.V.  Called with a literal
+    // `mask` at two sites, so each inlined copy is specialized: the common
+    // path carries no per-score compare and select (a mask inside the step
+    // is if-converted by ptxas, ~50 instructions per step, whatever its
+    // form).
+    auto step = [&](const int sub, const bool mask) {
     const int koff = sub * KSUB;
     // ---- S = Q K^T (int32); each K fragment feeds 2 * MT mma
     i32 si[MT][NT][4];
@@ -355,24 +391,31 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
     // Never 0: -inf * 0 would be NaN for masked scores.
     const float mult = fmaxf(q_mult * k_scale, 1e-30f);
     const int key0 = j * BLK_K + koff;
-    const bool need_mask =
-        key0 + KSUB > len_kv || (CAUSAL && key0 + KSUB - 1 > q0 + causal_offset);
-    float sf[MT][NT][4]; // raw integer scores as floats, then P
+    // S (int32) -> 2^23 + 2^22 + S as a float: exact and ordered like S;
+    // the offset's subtraction is folded into the max and the exps' FFMA.
+    // Called with a literal `mask` at two sites, so each inlined copy is
+    // specialized and the common path carries no per-score compare and
+    // select (as one loop the compiler if-converts the mask: ~50
+    // instructions per step).
+    float sf[MT][NT][4]; // offset scores, then P
+    auto convert = [&](bool mask) {
 #pragma unroll
-    for (int mt = 0; mt < MT; mt++)
+      for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-      for (int nt = 0; nt < NT; nt++)
+        for (int nt = 0; nt < NT; nt++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) {
-          float v = __int_as_float(si[mt][nt][e] + MAGIC_I) - MAGIC_F;
-          if (need_mask) {
-            const int key = key0 + nt * 8 + 2 * t + (e & 1);
-            const int row = row_base + mt * 16 + g + 8 * (e >> 1);
-            if (key >= len_kv || (CAUSAL && key > row + causal_offset))
-              v = neg_inf();
+          for (int e = 0; e < 4; e++) {
+            float v = __int_as_float(si[mt][nt][e] + MAGIC_I);
+            if (mask) {
+              const int key = key0 + nt * 8 + 2 * t + (e & 1);
+              const int row = row_base + mt * 16 + g + 8 * (e >> 1);
+              if (key >= len_kv || (CAUSAL && key > row + causal_offset))
+                v = neg_inf();
+            }
+            sf[mt][nt][e] = v;
           }
-          sf[mt][nt][e] = v;
-        }
+    };
+    convert(mask);
 
     float o_scale[MT][2];
 #pragma unroll
@@ -385,7 +428,7 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
           mx = fmaxf(mx, fmaxf(sf[mt][nt][2 * hf], sf[mt][nt][2 * hf + 1]));
         // The multiplier is positive, so the max commutes with it; the quad
         // shares rows but not k scales, so scale before the shuffle.
-        mx = quad_max(mx * mult);
+        mx = quad_max((mx - MAGIC_F) * mult);
         // Lazy rescaling: the reference max moves only when the tile's max
         // exceeds it by more than TAU, so P <= 2^TAU (times the FP8 offset)
         // and most tiles skip the O rescale.
@@ -397,17 +440,21 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
         const float m_ref = m_new == neg_inf() ? 0.f : m_new;
         o_scale[mt][hf] = upd ? fast_exp2(m_old - m_ref) : 1.f;
         m[mt][hf] = m_new;
-        const float sub = F8 ? m_ref - P_OFFSET : m_ref;
+        // p = 2^((x - MAGIC_F) mult - sub) = 2^(x mult - c): one FFMA; x mult
+        // rounds at 2^-24 of MAGIC_F mult, ~1e-5 in log2 units for real
+        // scales, far below the INT8 score error.
+        const float c = fmaf(MAGIC_F, mult, F8 ? m_ref - P_OFFSET : m_ref);
         float sum = 0.f;
 #pragma unroll
         for (int nt = 0; nt < NT; nt++)
 #pragma unroll
           for (int e = 0; e < 2; e++) {
-            const float p = fast_exp2(fmaf(sf[mt][nt][2 * hf + e], mult, -sub));
+            const float p = fast_exp2(fmaf(sf[mt][nt][2 * hf + e], mult, -c));
             sf[mt][nt][2 * hf + e] = p;
-            sum += p;
+            if (!TC_SUM)
+              sum += p;
           }
-        d[mt][hf] = d[mt][hf] * o_scale[mt][hf] + sum;
+        d[mt][hf] = TC_SUM ? d[mt][hf] * o_scale[mt][hf] : d[mt][hf] * o_scale[mt][hf] + sum;
       }
 
     // ---- P fragments (A operand of P.V), packed right away so that the
@@ -443,6 +490,29 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
           }
         }
       }
+
+    // Row sums on the tensor core: P (as rounded for P.V) times a B of
+    // ones gives the step's whole row sum in one mma per k-chunk and
+    // m-tile, instead of an FADD per score and a quad sum at the end; the
+    // denominator then sums exactly the P that the numerator multiplies.
+    if (TC_SUM) {
+      const u32 ones = F8 ? 0x38383838u : PV_BF16 ? 0x3F803F80u : 0x3C003C00u;
+#pragma unroll
+      for (int mt = 0; mt < MT; mt++) {
+        float acc[4] = {d[mt][0], 0.f, d[mt][1], 0.f};
+#pragma unroll
+        for (int kc = 0; kc < KC; kc++) {
+          if (F8)
+            mma_e4m3_f32(acc, pa[mt][kc], ones, ones);
+          else if (PV_BF16)
+            mma_bf16_f32(acc, pa[mt][kc], ones, ones);
+          else
+            mma_f16_f32(acc, pa[mt][kc], ones, ones);
+        }
+        d[mt][0] = acc[0];
+        d[mt][1] = acc[2];
+      }
+    }
 
     // ---- O = O * o_scale + P V
     // Once the row maxima settle, o_scale is 1 for the whole warp: skip the
@@ -559,7 +629,20 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
           }
       }
     }
-    } // sub
+    }; // step
+#pragma unroll 1
+    for (int sub = 0; sub < BLK_K / KSUB; sub++) {
+      const int key0 = j * BLK_K + sub * KSUB;
+      // Keys that no row of this warp sees (past the sequence, or after
+      // the warp's last row under the causal mask): the step would leave
+      // m, d and O as they are.  Warp-uniform, and the step has no barrier.
+      if (key0 >= len_kv || (CAUSAL && key0 > row_base + WARP_Q - 1 + causal_offset))
+        break;
+      if (key0 + KSUB > len_kv || (CAUSAL && key0 + KSUB - 1 > row_base + causal_offset))
+        step(sub, true);
+      else
+        step(sub, false);
+    }
     if (STAGES == 2 || (STAGES == 1 && j + 1 < n_tiles))
       __syncthreads(); // the stage read here is refilled next
   }
@@ -575,7 +658,7 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
   for (int mt = 0; mt < MT; mt++)
 #pragma unroll
     for (int hf = 0; hf < 2; hf++) {
-      const float dsum = quad_sum(d[mt][hf]);
+      const float dsum = TC_SUM ? d[mt][hf] : quad_sum(d[mt][hf]);
       const int lrow = warp * WARP_Q + mt * 16 + g + 8 * hf;
       const int row = q0 + lrow;
       const float inv = dsum > 0.f ? 1.0f / dsum : 0.f;

@@ -281,12 +281,12 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
   /* 32 rows per warp share each K/V fragment between two m-tiles; at
    * D = 256 the O accumulator alone needs 128 registers per m-tile. */
   out->warp_q = tune_int("warp_q=", 16, 32, head_dim <= 128 ? 32 : 16);
-  /* Two 32-key steps per 64-key tile keep O + S in registers without
-   * spills when two m-tiles of a wide head share a warp. */
-  out->ksub = tune_int("ksub=", 32, 64,
-                       (out->warp_q == 32 && head_dim >= 96) || head_dim > 128
-                           ? 32
-                           : 64);
+  /* One online-softmax step per 64-key tile: half the per-step work
+   * (shuffles, rescale test, barrier waits) per key and twice the
+   * independent mma chains.  At D = 128 it spills 0-80 bytes per thread
+   * and still beats two 32-key steps by 10-20 % (bench/NOTES.md, m2);
+   * D = 256 (16-row warps) keeps 32. */
+  out->ksub = tune_int("ksub=", 32, 64, head_dim > 128 ? 32 : 64);
   /* Three buffers (one barrier per tile) when two CTAs still fit on a
    * multiprocessor, else two, else one. */
   int stages = 2 * attn_smem(fam, head_dim, 3, split) <= t->smem_optin
