@@ -147,9 +147,9 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
   constexpr bool SPLIT = F8 && ACC == ACC_FP32_FP32_SPLITV;
   constexpr bool TILE_F16 = ACC == ACC_FP16_FP32 || ACC == ACC_FP32_FP16;
   // Row sums of P on the tensor core (see the step): FP8PV everywhere
-  // (+3-17 % on the H100, where its mma is emulated; native on sm89+);
+  // (H100, where its mma is emulated: −2 to +14 %; native on sm89+);
   // FP16PV at D >= 128 without the causal mask (+6-8 %; at D = 64 and
-  // under the mask the extra mma chains cost 2-6 %).  bench/NOTES.md m3.
+  // under the mask the extra mma chains cost 1-6 %).  bench/NOTES.md m3.
   constexpr bool TC_SUM = F8 || (D >= 128 && !CAUSAL);
   // Q fragments stay in registers when they are few; else they are re-read
   // from shared memory for every KV tile (registers go to O and S).
