@@ -171,7 +171,10 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
   u8 *sK0 = smem + S::Q_BYTES;
   u8 *sV0 = sK0 + STAGES * S::K_BYTES;
 
-  const int qblk = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  // Causal: the heaviest Q blocks of each head first (blocks run in
+  // launch order, so the short diagonal ones fill the tail).
+  const int qblk = CAUSAL ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
+  const int h = blockIdx.y, b = blockIdx.z;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
   const int mi = lane / 8, lr = lane % 8; // ldmatrix matrix and row
