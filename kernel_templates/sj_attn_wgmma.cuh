@@ -13,7 +13,9 @@
 //     wgmma m64nDk32.e4m3 (A from registers, V^T tile in shared memory; 64
 //     channels at a time at D = 256).  Q.K^T of tile j + 1 is issued before
 //     the softmax of tile j and runs under it; the P.V k-steps of the first
-//     half of the keys are issued as soon as they are packed.  Every
+//     half of the keys are issued as soon as they are packed (ptxas moves
+//     most of the second half's exps above them, which measured faster
+//     than the source order: bench/NOTES.md).  Every
 //     consumer thread arrives on a stage's `empty` barrier once its P.V has
 //     completed, which frees the stage for the producer.
 // The S accumulator of a warp has the mma.m16n8 layout (lane (g, t) holds
@@ -639,8 +641,9 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
       convert(j, false);
   };
   // Softmax of tile j, then its P.V: the exps and packing of the first
-  // half of the keys, their P.V k-steps issued, then the second half, so
-  // that the first P.V runs under the second half's exps.
+  // half of the keys, their P.V k-steps issued, then the second half.
+  // (ptxas hoists most of the second half's exps above the first issue;
+  // forcing this order measured 2-20 % slower: bench/NOTES.md.)
   auto softmax_pv = [&](int stage, int par) {
     float c[2][KB];
 #pragma unroll
