@@ -352,14 +352,9 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
     auto step = [&](const int sub, const bool mask) {
     const int koff = sub * KSUB;
     // ---- S = Q K^T (int32); each K fragment feeds 2 * MT mma
+    // The first k-step starts the accumulators at MAGIC_I (the int->float
+    // offset below), so the scores need no add of their own.
     i32 si[MT][NT][4];
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-      for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-        for (int e = 0; e < 4; e++)
-          si[mt][nt][e] = 0;
 #pragma unroll
     for (int kk = 0; kk < KS; kk++) {
       u32 qa[MT][4];
@@ -384,8 +379,13 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
         ldmatrix_x4(b0, b1, b2, b3, sK + key * S::K_PITCH + col);
 #pragma unroll
         for (int mt = 0; mt < MT; mt++) {
-          mma_s8(si[mt][2 * np], qa[mt], b0, b1);
-          mma_s8(si[mt][2 * np + 1], qa[mt], b2, b3);
+          if (kk == 0) {
+            mma_s8_c(si[mt][2 * np], qa[mt], b0, b1, MAGIC_I);
+            mma_s8_c(si[mt][2 * np + 1], qa[mt], b2, b3, MAGIC_I);
+          } else {
+            mma_s8(si[mt][2 * np], qa[mt], b0, b1);
+            mma_s8(si[mt][2 * np + 1], qa[mt], b2, b3);
+          }
         }
       }
     }
@@ -408,7 +408,7 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
         for (int nt = 0; nt < NT; nt++)
 #pragma unroll
           for (int e = 0; e < 4; e++) {
-            float v = __int_as_float(si[mt][nt][e] + MAGIC_I);
+            float v = __int_as_float(si[mt][nt][e]); // 2^23 + 2^22 + S
             if (mask) {
               const int key = key0 + nt * 8 + 2 * t + (e & 1);
               const int row = row_base + mt * 16 + g + 8 * (e >> 1);

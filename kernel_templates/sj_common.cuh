@@ -258,6 +258,15 @@ __device__ __forceinline__ void mma_s8(i32 *d, const u32 *a, u32 b0, u32 b1) {
                : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+// D(16x8 s32) = A(16x32 s8, row) * B(32x8 s8, col) + c (the same c in all
+// four accumulators): the first k-step of a product that starts at c
+// (ptxas fills one register quad with c for the C operand).
+__device__ __forceinline__ void mma_s8_c(i32 *d, const u32 *a, u32 b0, u32 b1, i32 c) {
+  asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 "
+               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};\n"
+               : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(c));
+}
 // D(16x8 f32) += A(16x16 f16) * B(16x8 f16)
 __device__ __forceinline__ void mma_f16_f32(float *d, const u32 *a, u32 b0,
                                             u32 b1) {
