@@ -643,7 +643,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
   // Softmax of tile j, then its P.V: the exps and packing of the first
   // half of the keys, their P.V k-steps issued, then the second half.
   // (ptxas hoists most of the second half's exps above the first issue;
-  // forcing this order measured 2-20 % slower: bench/NOTES.md.)
+  // forcing this order measured 2-33 % slower: bench/NOTES.md.)
   auto softmax_pv = [&](int stage, int par) {
     float c[2][KB];
 #pragma unroll
