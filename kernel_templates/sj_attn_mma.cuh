@@ -151,6 +151,10 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
   // FP16PV at D >= 128 without the causal mask (+6-8 %; at D = 64 and
   // under the mask the extra mma chains cost 1-6 %).  bench/NOTES.md m3.
   constexpr bool TC_SUM = F8 || (D >= 128 && !CAUSAL);
+  // Row max on the scores' bits (tree_imax): everywhere but FP8PV at
+  // D <= 64 without the mask, which measured 2 % slower (H200; causal
+  // +4-14 %, FP16PV +0-14 %, FP8PV D = 128 +1-6 %: bench/NOTES.md m6).
+  constexpr bool IMAX = !(F8 && D <= 64 && !CAUSAL);
   // Q fragments stay in registers when they are few; else they are re-read
   // from shared memory for every KV tile (registers go to O and S).
   constexpr bool Q_REGS = MT * KS <= 4;
@@ -426,9 +430,19 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
 #pragma unroll
       for (int hf = 0; hf < 2; hf++) {
         float mx = neg_inf();
+        if constexpr (IMAX) {
+          int xi[2 * NT]; // the offset scores' bits
 #pragma unroll
-        for (int nt = 0; nt < NT; nt++)
-          mx = fmaxf(mx, fmaxf(sf[mt][nt][2 * hf], sf[mt][nt][2 * hf + 1]));
+          for (int nt = 0; nt < NT; nt++) {
+            xi[2 * nt] = __float_as_int(sf[mt][nt][2 * hf]);
+            xi[2 * nt + 1] = __float_as_int(sf[mt][nt][2 * hf + 1]);
+          }
+          mx = __int_as_float(tree_imax<2 * NT>(xi));
+        } else {
+#pragma unroll
+          for (int nt = 0; nt < NT; nt++)
+            mx = fmaxf(mx, fmaxf(sf[mt][nt][2 * hf], sf[mt][nt][2 * hf + 1]));
+        }
         // The multiplier is positive, so the max commutes with it; the quad
         // shares rows but not k scales, so scale before the shuffle.
         mx = quad_max((mx - MAGIC_F) * mult);

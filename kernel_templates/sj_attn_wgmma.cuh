@@ -293,13 +293,6 @@ __device__ __forceinline__ void load_chan2(float2 (&x)[N], const u8 *p, int c0, 
   for (int i = 0; i < N; i++)
     x[i] = *((const float2 *)p + 4 * (c0 + i) + t);
 }
-// Max of n floats as a tree (independent FMNMX, not one dependent chain).
-template <int N> __device__ __forceinline__ float tree_max(const float *x) {
-  if constexpr (N == 1)
-    return x[0];
-  else
-    return fmaxf(tree_max<N / 2>(x), tree_max<N - N / 2>(x + N / 2));
-}
 // Two-level accumulation: O = O * o_scale(row) + tile result.
 template <int N>
 __device__ __forceinline__ void fold(float (&o)[N], const float (&acc)[N],
@@ -652,13 +645,13 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
 #pragma unroll
       for (int kb = 0; kb < KB; kb++) {
         constexpr int NB = NS / KB; // column groups per K scale block
-        float v[2 * NB];
+        int v[2 * NB]; // the offset scores' bits (tree_imax)
 #pragma unroll
         for (int n = 0; n < NB; n++) {
-          v[2 * n] = sf[4 * (kb * NB + n) + 2 * hf];
-          v[2 * n + 1] = sf[4 * (kb * NB + n) + 2 * hf + 1];
+          v[2 * n] = __float_as_int(sf[4 * (kb * NB + n) + 2 * hf]);
+          v[2 * n + 1] = __float_as_int(sf[4 * (kb * NB + n) + 2 * hf + 1]);
         }
-        mx = fmaxf(mx, (tree_max<2 * NB>(v) - MAGIC_F) * mult[kb]);
+        mx = fmaxf(mx, (__int_as_float(tree_imax<2 * NB>(v)) - MAGIC_F) * mult[kb]);
       }
       mx = quad_max(mx);
       const float m_old = m[hf];

@@ -166,6 +166,21 @@ __device__ __forceinline__ void pdl_launch_next() {
 }
 
 // --------------------------------------------------------- warp reductions
+// Row max of the offset scores by their bits.  A score as a float is
+// 2^23 + 2^22 + S (positive) or -inf (masked: a negative int), so the bits
+// order as the floats do and the int max is the float max, bit for bit.
+// max(max(a, b), c) on ints is one VIMNMX3 on sm_90 (a DPX instruction;
+// two IMNMX elsewhere), where floats have only the two-input FMNMX, and
+// the tree is shallower than a chain (bench/NOTES.md m6).
+template <int N> __device__ __forceinline__ int tree_imax(const int *x) {
+  if constexpr (N == 1)
+    return x[0];
+  else if constexpr (N == 2)
+    return max(x[0], x[1]);
+  else
+    return max(max(tree_imax<N / 3>(x), tree_imax<(N - N / 3) / 2>(x + N / 3)),
+               tree_imax<N - N / 3 - (N - N / 3) / 2>(x + N / 3 + (N - N / 3) / 2));
+}
 __device__ __forceinline__ float quad_max(float v) {
   v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
   v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
