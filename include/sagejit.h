@@ -100,8 +100,9 @@ typedef enum sj_log_level {
 } sj_log_level;
 
 /* Called with one complete line (no trailing newline).  May be called from
- * any thread that uses the context, including warm worker threads; calls are
- * serialized per context. */
+ * any thread that uses the context, including warm worker threads and the
+ * threads a call resolves its missing kernels on; calls are serialized per
+ * context. */
 typedef void (*sj_log_fn)(void *user, sj_log_level level, const char *line);
 
 /* ------------------------------------------------------------------- enums */

@@ -712,9 +712,8 @@ static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
     return sj_fail(ctx, SJ_ERR_NO_DEVICE,
                    "this context has no device (compile-only)");
   const sj_plan *pl = &c->plan;
-  CUfunction fn[4];
-  for (int i = 0; i < pl->n_specs; i++)
-    SJ_FORWARD(sj_kernel_get(ctx, &pl->specs[i], &fn[i]));
+  CUfunction fn[SJ_KERNELS_MAX];
+  SJ_FORWARD(sj_kernels_get(ctx, pl->specs, pl->n_specs, fn));
   if (c->varlen && (c->total_q == 0))
     return SJ_OK; /* no query row: nothing to write */
 

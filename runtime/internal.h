@@ -291,6 +291,12 @@ void sj_clear_error(sj_context *ctx);
 /* Returns the function of spec on the context's target, compiling or
  * loading it on first use (single flight).  Thread-safe. */
 sj_status sj_kernel_get(sj_context *ctx, const sj_spec *s, CUfunction *fn);
+/* The functions of n (<= SJ_KERNELS_MAX) specs: those missing from the
+ * context are resolved (cache or NVRTC, then loaded) on one thread each,
+ * so a cold first call costs about its slowest compile. */
+#define SJ_KERNELS_MAX 4
+sj_status sj_kernels_get(sj_context *ctx, const sj_spec *specs, int n,
+                         CUfunction *fn);
 /* Compiles (or finds in the cache) spec for target without loading it.
  * *compiled is 1 if NVRTC ran.  On failure the reason goes to msg (the
  * caller's buffer), not to the context's last error, so that warm's worker

@@ -246,14 +246,23 @@ static sj_status resolve(sj_context *ctx, const sj_spec *s, CUmodule *mod,
   return SJ_OK;
 }
 
-sj_status sj_kernel_get(sj_context *ctx, const sj_spec *s, CUfunction *fn) {
-  if (!ctx->can_load)
-    return sj_fail(ctx, SJ_ERR_NO_DEVICE,
-                   "this context cannot run kernels (%s)",
-                   ctx->device == SJ_DEVICE_NONE
-                       ? "it was created without a device"
-                       : "its target does not run on the device");
-  pthread_mutex_lock(&ctx->lock);
+static sj_status no_load(sj_context *ctx) {
+  return sj_fail(ctx, SJ_ERR_NO_DEVICE, "this context cannot run kernels (%s)",
+                 ctx->device == SJ_DEVICE_NONE
+                     ? "it was created without a device"
+                     : "its target does not run on the device");
+}
+
+/* Under the lock: a READY entry's function (1), a FAILED entry's error
+ * (-1, *st and copy filled), or no entry (0, a BUSY one inserted in *out,
+ * this thread to resolve it).  An entry another thread is resolving is
+ * waited for if may_wait, else returned as 2: a thread that holds BUSY
+ * entries of its own never waits (two such threads could wait on each
+ * other). */
+static int claim(sj_context *ctx, const sj_spec *s, int may_wait,
+                 CUfunction *fn, sj_kernel **out, sj_status *st, char *copy,
+                 size_t copy_size) {
+  *out = NULL;
   for (;;) {
     sj_kernel *k = map_find(ctx, s);
     if (!k)
@@ -261,16 +270,15 @@ sj_status sj_kernel_get(sj_context *ctx, const sj_spec *s, CUfunction *fn) {
     if (k->state == K_READY) {
       ctx->stats.mem_hits++;
       *fn = k->fn;
-      pthread_mutex_unlock(&ctx->lock);
-      return SJ_OK;
+      return 1;
     }
     if (k->state == K_FAILED) {
-      sj_status st = k->status;
-      char copy[1024];
-      sj_strlcpy(copy, k->error ? k->error : "", sizeof copy);
-      pthread_mutex_unlock(&ctx->lock);
-      return sj_fail(ctx, st, "%s", copy);
+      *st = k->status;
+      sj_strlcpy(copy, k->error ? k->error : "", copy_size);
+      return -1;
     }
+    if (!may_wait)
+      return 2;
     pthread_cond_wait(&ctx->cond, &ctx->lock);
   }
   sj_kernel *k = calloc(1, sizeof *k);
@@ -280,16 +288,17 @@ sj_status sj_kernel_get(sj_context *ctx, const sj_spec *s, CUfunction *fn) {
   }
   if (!k || map_insert(ctx, k) != 0) {
     free(k);
-    pthread_mutex_unlock(&ctx->lock);
-    return sj_fail(ctx, SJ_ERR_OUT_OF_MEMORY, "out of memory");
+    *st = SJ_ERR_OUT_OF_MEMORY;
+    sj_strlcpy(copy, "out of memory", copy_size);
+    return -1;
   }
-  pthread_mutex_unlock(&ctx->lock);
+  *out = k;
+  return 0;
+}
 
-  char msg[1024] = "";
-  CUmodule mod = NULL;
-  CUfunction f = NULL;
-  sj_status st = resolve(ctx, s, &mod, &f, msg, sizeof msg);
-
+/* Publishes the outcome of resolving a claimed entry and wakes waiters. */
+static void settle(sj_context *ctx, sj_kernel *k, sj_status st, CUmodule mod,
+                   CUfunction f, const char *msg) {
   pthread_mutex_lock(&ctx->lock);
   if (st == SJ_OK) {
     k->module = mod;
@@ -302,7 +311,7 @@ sj_status sj_kernel_get(sj_context *ctx, const sj_spec *s, CUfunction *fn) {
     k->state = K_FAILED;
   } else {
     /* unlink and free the BUSY entry so that a later call retries */
-    unsigned b = spec_hash(s) % ctx->n_buckets;
+    unsigned b = spec_hash(&k->spec) % ctx->n_buckets;
     for (sj_kernel **pp = &ctx->buckets[b]; *pp; pp = &(*pp)->next)
       if (*pp == k) {
         *pp = k->next;
@@ -312,9 +321,99 @@ sj_status sj_kernel_get(sj_context *ctx, const sj_spec *s, CUfunction *fn) {
   }
   pthread_cond_broadcast(&ctx->cond);
   pthread_mutex_unlock(&ctx->lock);
-  if (st != SJ_OK)
-    return sj_fail(ctx, st, "%s", msg);
-  *fn = f;
+}
+
+sj_status sj_kernel_get(sj_context *ctx, const sj_spec *s, CUfunction *fn) {
+  return sj_kernels_get(ctx, s, 1, fn);
+}
+
+/* One claimed spec, resolved on its own thread (or the caller's). */
+typedef struct {
+  sj_context *ctx;
+  sj_kernel *k;
+  CUmodule mod;
+  CUfunction fn;
+  sj_status st;
+  char msg[1024];
+} resolve_job;
+
+static void *resolve_worker(void *arg) {
+  resolve_job *j = arg;
+  j->st = resolve(j->ctx, &j->k->spec, &j->mod, &j->fn, j->msg, sizeof j->msg);
+  return NULL;
+}
+
+sj_status sj_kernels_get(sj_context *ctx, const sj_spec *specs, int n,
+                         CUfunction *fn) {
+  if (!ctx->can_load)
+    return no_load(ctx);
+  if (n == 0)
+    return SJ_OK;
+  if (n < 0 || n > SJ_KERNELS_MAX)
+    return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT, "%d kernels at once", n);
+  resolve_job jobs[SJ_KERNELS_MAX];
+  int job_of[SJ_KERNELS_MAX], later[SJ_KERNELS_MAX] = {0}, nj = 0;
+  for (int i = 0; i < SJ_KERNELS_MAX; i++)
+    job_of[i] = -1;
+  sj_status first = SJ_OK;
+  char first_msg[1024] = "";
+  pthread_mutex_lock(&ctx->lock);
+  for (int i = 0; i < n; i++) {
+    sj_kernel *k;
+    sj_status st = SJ_OK;
+    int r = claim(ctx, &specs[i], nj == 0, &fn[i], &k, &st, first_msg,
+                  sizeof first_msg);
+    if (r < 0) {
+      first = st;
+      break; /* first_msg holds the error; the claimed ones run below */
+    }
+    if (r == 2)
+      later[i] = 1; /* busy elsewhere (or listed twice): after ours */
+    if (r == 0) {
+      job_of[i] = nj;
+      memset(&jobs[nj], 0, sizeof jobs[nj]);
+      jobs[nj].ctx = ctx;
+      jobs[nj].k = k;
+      nj++;
+    }
+  }
+  pthread_mutex_unlock(&ctx->lock);
+
+  /* A first call compiles or loads several kernels: one thread each (the
+   * caller's for the first), so a cold call costs about its slowest
+   * compile rather than their sum.  A thread that cannot start runs its
+   * job here. */
+  pthread_t th[SJ_KERNELS_MAX];
+  int started[SJ_KERNELS_MAX] = {0};
+  for (int j = 1; j < nj; j++)
+    started[j] = pthread_create(&th[j], NULL, resolve_worker, &jobs[j]) == 0;
+  if (nj > 0)
+    resolve_worker(&jobs[0]);
+  for (int j = 1; j < nj; j++) {
+    if (started[j])
+      pthread_join(th[j], NULL);
+    else
+      resolve_worker(&jobs[j]);
+  }
+  for (int j = 0; j < nj; j++) {
+    resolve_job *jb = &jobs[j];
+    settle(ctx, jb->k, jb->st, jb->mod, jb->fn, jb->msg);
+  }
+  if (first != SJ_OK)
+    return sj_fail(ctx, first, "%s", first_msg);
+  for (int i = 0; i < n; i++) {
+    const int j = job_of[i];
+    if (j >= 0) {
+      if (jobs[j].st != SJ_OK)
+        return sj_fail(ctx, jobs[j].st, "%s", jobs[j].msg);
+      fn[i] = jobs[j].fn;
+    } else if (later[i]) {
+      /* this thread holds nothing now: waiting is safe */
+      sj_status st = sj_kernels_get(ctx, &specs[i], 1, &fn[i]);
+      if (st != SJ_OK)
+        return st;
+    }
+  }
   return SJ_OK;
 }
 

@@ -10,3 +10,16 @@ add_test(NAME test_consumer
   COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/consumer/run.sh ${PROJECT_BINARY_DIR}
           ${PROJECT_SOURCE_DIR})
 set_tests_properties(test_consumer PROPERTIES LABELS cpu TIMEOUT 300)
+# The host path (kernel resolution on the context's threads, loads,
+# launches, driver rejects) on a stand-in libcuda: CPU, NVRTC compiles.
+add_library(sj_fake_cuda SHARED fake_cuda.c)
+target_include_directories(sj_fake_cuda PRIVATE ${SJ_CUDA_INCLUDE_DIR})
+target_compile_definitions(sj_fake_cuda PRIVATE _GNU_SOURCE)
+target_compile_options(sj_fake_cuda PRIVATE ${SJ_WARNINGS})
+target_link_libraries(sj_fake_cuda PRIVATE Threads::Threads)
+set_target_properties(sj_fake_cuda PROPERTIES C_VISIBILITY_PRESET default)
+sj_add_test(test_host_path SOURCES test_host_path.c LABELS cpu TIMEOUT 300)
+target_compile_definitions(test_host_path PRIVATE
+  SJ_FAKE_CUDA="$<TARGET_FILE:sj_fake_cuda>")
+target_link_libraries(test_host_path PRIVATE ${CMAKE_DL_LIBS} Threads::Threads)
+add_dependencies(test_host_path sj_fake_cuda)

@@ -1,0 +1,293 @@
+/*
+ * fake_cuda.c -- a stand-in libcuda for CPU tests of the host path
+ * (tests/test_host_path.c), loaded through SAGEJIT_CUDA_DRIVER.
+ *
+ * One device whose compute capability comes from FAKE_CUDA_CC ("9.0" by
+ * default).  "Device" memory is host memory; launches only count; a
+ * module load checks that the image is an ELF cubin or PTX text and
+ * records which thread loaded it.  FAKE_CUDA_REJECT=SUBSTRING makes
+ * cuModuleGetFunction refuse every kernel whose lowered name contains it
+ * (CUDA_ERROR_NOT_FOUND, a driver reject).  The test reads the counters
+ * through fake_cuda_counters().
+ */
+#include <cuda.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FAKE_MAX_THREADS 64
+
+void fake_cuda_counters(int *threads, int *loads, int *launches, int *max_live);
+void fake_cuda_reset(void);
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_t g_loaders[FAKE_MAX_THREADS];
+static int g_n_loaders, g_loads, g_launches, g_live_loads, g_max_live_loads;
+static int g_ctx_token, g_stream_token, g_event_token;
+
+/* Distinct threads that loaded a module, modules loaded, launches, and the
+ * most module loads that were in flight at once. */
+void fake_cuda_counters(int *threads, int *loads, int *launches, int *max_live) {
+  pthread_mutex_lock(&g_lock);
+  *threads = g_n_loaders;
+  *loads = g_loads;
+  *launches = g_launches;
+  *max_live = g_max_live_loads;
+  pthread_mutex_unlock(&g_lock);
+}
+void fake_cuda_reset(void) {
+  pthread_mutex_lock(&g_lock);
+  g_n_loaders = g_loads = g_launches = g_max_live_loads = 0;
+  pthread_mutex_unlock(&g_lock);
+}
+
+CUresult cuInit(unsigned flags) {
+  (void)flags;
+  return CUDA_SUCCESS;
+}
+CUresult cuDriverGetVersion(int *v) {
+  *v = 13000;
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceGetCount(int *n) {
+  *n = 1;
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceGet(CUdevice *d, int ordinal) {
+  if (ordinal != 0)
+    return CUDA_ERROR_INVALID_DEVICE;
+  *d = 0;
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceGetName(char *name, int len, CUdevice d) {
+  (void)d;
+  strncpy(name, "Fake GPU", (size_t)len);
+  name[len - 1] = 0;
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d) {
+  (void)d;
+  const char *cc = getenv("FAKE_CUDA_CC");
+  int major = 9, minor = 0;
+  if (cc && cc[0] >= '0' && cc[0] <= '9') {
+    major = atoi(cc);
+    const char *dot = strchr(cc, '.');
+    minor = dot ? atoi(dot + 1) : 0;
+  }
+  switch (a) {
+  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+    *v = major;
+    break;
+  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
+    *v = minor;
+    break;
+  case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
+    *v = 132;
+    break;
+  case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:
+    *v = 232448;
+    break;
+  default:
+    *v = 0;
+  }
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d) {
+  (void)d;
+  *bytes = (size_t)80 << 30;
+  return CUDA_SUCCESS;
+}
+CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
+  (void)d;
+  *c = (CUcontext)&g_ctx_token;
+  return CUDA_SUCCESS;
+}
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) {
+  (void)d;
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxPushCurrent_v2(CUcontext c) {
+  (void)c;
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxPopCurrent_v2(CUcontext *c) {
+  if (c)
+    *c = (CUcontext)&g_ctx_token;
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxSynchronize(void) { return CUDA_SUCCESS; }
+
+/* A module is its lowered names' owner: a small heap block. */
+typedef struct {
+  int magic;
+} fake_module;
+typedef struct {
+  fake_module *mod;
+} fake_function;
+
+CUresult cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned n,
+                            CUjit_option *o, void **ov) {
+  (void)n, (void)o, (void)ov;
+  const char *p = image;
+  const int elf = !memcmp(p, "\x7f" "ELF", 4);
+  const int ptx = !strncmp(p, "//", 2) || !strncmp(p, ".version", 8);
+  if (!elf && !ptx)
+    return CUDA_ERROR_INVALID_IMAGE;
+  pthread_mutex_lock(&g_lock);
+  g_loads++;
+  if (++g_live_loads > g_max_live_loads)
+    g_max_live_loads = g_live_loads;
+  int seen = 0;
+  for (int i = 0; i < g_n_loaders; i++)
+    seen |= pthread_equal(g_loaders[i], pthread_self());
+  if (!seen && g_n_loaders < FAKE_MAX_THREADS)
+    g_loaders[g_n_loaders++] = pthread_self();
+  pthread_mutex_unlock(&g_lock);
+  /* long enough that loads on several threads overlap */
+  struct timespec ts = {0, 20 * 1000 * 1000};
+  nanosleep(&ts, NULL);
+  pthread_mutex_lock(&g_lock);
+  g_live_loads--;
+  pthread_mutex_unlock(&g_lock);
+  fake_module *fm = malloc(sizeof *fm);
+  if (!fm)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  fm->magic = 0x5a;
+  *m = (CUmodule)fm;
+  return CUDA_SUCCESS;
+}
+CUresult cuModuleUnload(CUmodule m) {
+  free(m);
+  return CUDA_SUCCESS;
+}
+/* Functions are kept per module in a tiny list so that unloading frees
+ * them: one function per module here (sagejit loads one kernel each). */
+CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
+  const char *rej = getenv("FAKE_CUDA_REJECT");
+  if (rej && *rej && strstr(name, rej))
+    return CUDA_ERROR_NOT_FOUND;
+  *f = (CUfunction)m; /* the module's block stands for its one function */
+  return CUDA_SUCCESS;
+}
+CUresult cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int v) {
+  (void)f, (void)a, (void)v;
+  return CUDA_SUCCESS;
+}
+CUresult cuFuncGetAttribute(int *v, CUfunction_attribute a, CUfunction f) {
+  (void)a, (void)f;
+  *v = 0;
+  return CUDA_SUCCESS;
+}
+static CUresult launched(void) {
+  pthread_mutex_lock(&g_lock);
+  g_launches++;
+  pthread_mutex_unlock(&g_lock);
+  return CUDA_SUCCESS;
+}
+CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                        unsigned bx, unsigned by, unsigned bz, unsigned smem,
+                        CUstream s, void **params, void **extra) {
+  (void)f, (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz;
+  (void)smem, (void)s, (void)params, (void)extra;
+  return launched();
+}
+CUresult cuLaunchKernelEx(const CUlaunchConfig *cfg, CUfunction f, void **params,
+                          void **extra) {
+  (void)cfg, (void)f, (void)params, (void)extra;
+  return launched();
+}
+CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t bytes) {
+  void *m = NULL;
+  if (posix_memalign(&m, 256, bytes ? bytes : 1) != 0)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  *p = (CUdeviceptr)(uintptr_t)m;
+  return CUDA_SUCCESS;
+}
+CUresult cuMemFree_v2(CUdeviceptr p) {
+  free((void *)(uintptr_t)p);
+  return CUDA_SUCCESS;
+}
+CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n) {
+  memcpy((void *)(uintptr_t)d, s, n);
+  return CUDA_SUCCESS;
+}
+CUresult cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n) {
+  memcpy(d, (const void *)(uintptr_t)s, n);
+  return CUDA_SUCCESS;
+}
+CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n) {
+  memset((void *)(uintptr_t)d, v, n);
+  return CUDA_SUCCESS;
+}
+CUresult cuMemsetD32Async(CUdeviceptr d, unsigned v, size_t n, CUstream s) {
+  (void)s;
+  unsigned *p = (unsigned *)(uintptr_t)d;
+  for (size_t i = 0; i < n; i++)
+    p[i] = v;
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamCreate(CUstream *s, unsigned flags) {
+  (void)flags;
+  *s = (CUstream)&g_stream_token;
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamDestroy_v2(CUstream s) {
+  (void)s;
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamSynchronize(CUstream s) {
+  (void)s;
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *st) {
+  (void)s;
+  *st = CU_STREAM_CAPTURE_STATUS_NONE;
+  return CUDA_SUCCESS;
+}
+CUresult cuEventCreate(CUevent *e, unsigned flags) {
+  (void)flags;
+  *e = (CUevent)&g_event_token;
+  return CUDA_SUCCESS;
+}
+CUresult cuEventDestroy_v2(CUevent e) {
+  (void)e;
+  return CUDA_SUCCESS;
+}
+CUresult cuEventRecord(CUevent e, CUstream s) {
+  (void)e, (void)s;
+  return CUDA_SUCCESS;
+}
+CUresult cuEventSynchronize(CUevent e) {
+  (void)e;
+  return CUDA_SUCCESS;
+}
+CUresult cuEventElapsedTime_v2(float *ms, CUevent a, CUevent b) {
+  (void)a, (void)b;
+  *ms = 0.f;
+  return CUDA_SUCCESS;
+}
+CUresult cuGetErrorString(CUresult r, const char **s) {
+  *s = r == CUDA_SUCCESS ? "no error" : "fake driver error";
+  return CUDA_SUCCESS;
+}
+CUresult cuGetErrorName(CUresult r, const char **s) {
+  *s = r == CUDA_SUCCESS ? "CUDA_SUCCESS" : "CUDA_ERROR_FAKE";
+  return CUDA_SUCCESS;
+}
+CUresult cuPointerGetAttribute(void *data, CUpointer_attribute a, CUdeviceptr p) {
+  (void)a, (void)p;
+  memset(data, 0, sizeof(int));
+  return CUDA_SUCCESS;
+}
+CUresult cuTensorMapEncodeTiled(CUtensorMap *m, CUtensorMapDataType t, cuuint32_t rank,
+                                void *addr, const cuuint64_t *dims,
+                                const cuuint64_t *strides, const cuuint32_t *box,
+                                const cuuint32_t *estrides, CUtensorMapInterleave il,
+                                CUtensorMapSwizzle sw, CUtensorMapL2promotion l2,
+                                CUtensorMapFloatOOBfill oob) {
+  (void)t, (void)rank, (void)addr, (void)dims, (void)strides, (void)box;
+  (void)estrides, (void)il, (void)sw, (void)l2, (void)oob;
+  memset(m, 0, sizeof *m);
+  return CUDA_SUCCESS;
+}

@@ -1,0 +1,256 @@
+/*
+ * test_host_path.c -- sj_attention's host path on a fake driver (CPU).
+ *
+ * tests/fake_cuda.c stands in for libcuda (SAGEJIT_CUDA_DRIVER): one sm_90
+ * device whose memory is host memory and whose launches only count.  The
+ * kernels are real: NVRTC compiles them into a fresh cache, the fake
+ * driver checks each image and records the thread that loads it.
+ *
+ *  - A cold first call resolves its kernels on one thread each (the
+ *    caller's and one per other missing kernel): 4 compiles, 4 loads on 4
+ *    threads; the next call hits memory, a new context hits the disk.
+ *  - Eight threads call at once with two plans that share three kernels:
+ *    each distinct kernel is compiled and loaded exactly once, every call
+ *    succeeds (no thread waits on another while holding kernels of its
+ *    own, so none can deadlock).
+ *  - A kernel the driver refuses fails the call with SJ_ERR_CUDA and
+ *    leaves nothing half-settled: the next call, once the driver accepts
+ *    it, loads it from the cache without compiling it again.
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "sagejit.h"
+#include "testutil.h"
+
+#ifndef SJ_FAKE_CUDA
+#error "SJ_FAKE_CUDA must name the fake driver library"
+#endif
+
+static void (*g_counters)(int *, int *, int *, int *);
+static void (*g_reset)(void);
+static char g_dir[512];
+static void *g_buf; /* q, k, v and o of every call (never read) */
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+/* A fresh cache directory under g_dir. */
+static void cache_dir(char *buf, size_t size, const char *name) {
+  int n = snprintf(buf, size, "%s/%s", g_dir, name);
+  assert_true(n > 0 && (size_t)n < size);
+}
+
+static sj_context *make_ctx(const char *dir) {
+  sj_config cfg;
+  sj_config_init(&cfg);
+  cfg.cache_dir = dir;
+  sj_context *ctx = NULL;
+  sj_status st = sj_context_create(&ctx, &cfg);
+  if (st != SJ_OK)
+    fail_msg("context on the fake driver: %s", sj_context_create_error());
+  assert_string_equal(sj_context_target(ctx), "sm_90a");
+  return ctx;
+}
+
+static void params(sj_attention_params *p, int causal) {
+  sj_attention_params_init(p);
+  p->batch = 1;
+  p->heads_q = p->heads_kv = 2;
+  p->seq_q = p->seq_kv = 100; /* not a multiple of any tile */
+  p->head_dim = 64;
+  const size_t bytes = 2 * 100 * 64 * 2;
+  p->q = g_buf;
+  p->k = (char *)g_buf + bytes;
+  p->v = (char *)g_buf + 2 * bytes;
+  p->o = (char *)g_buf + 3 * bytes;
+  p->causal = causal;
+}
+
+static int setup(void **state) {
+  (void)state;
+  if (sj_nvrtc_version(NULL, NULL) != SJ_OK)
+    return 0; /* each test skips */
+  if (tu_mkdtemp("host_path", g_dir, sizeof g_dir) != 0)
+    return -1;
+  g_buf = aligned_alloc(256, 4 * 2 * 100 * 64 * 2);
+  return g_buf ? 0 : -1;
+}
+static int teardown(void **state) {
+  (void)state;
+  free(g_buf);
+  if (g_dir[0] && !getenv("SJ_TEST_KEEP"))
+    tu_rmrf(g_dir);
+  return 0;
+}
+
+static void need(void) {
+  if (sj_nvrtc_version(NULL, NULL) != SJ_OK || !g_counters)
+    skip();
+}
+
+static void test_cold_call_resolves_in_parallel(void **state) {
+  (void)state;
+  need();
+  char dir[600];
+  cache_dir(dir, sizeof dir, "cold");
+  sj_context *ctx = make_ctx(dir);
+  sj_attention_params p;
+  params(&p, 0);
+  g_reset();
+  const double t0 = now_ms();
+  assert_int_equal(sj_attention(ctx, &p, NULL), SJ_OK);
+  const double wall = now_ms() - t0;
+  sj_stats s;
+  sj_context_get_stats(ctx, &s);
+  print_message("cold first call %.0f ms; its %d compiles %.0f ms in all\n", wall,
+                (int)s.compiles, s.compile_ms);
+  int threads, loads, launches, max_live;
+  g_counters(&threads, &loads, &launches, &max_live);
+  assert_int_equal(s.misses, 4);
+  assert_int_equal(s.compiles, 4);
+  assert_int_equal(s.disk_hits, 0);
+  assert_int_equal(loads, 4);
+  assert_int_equal(threads, 4); /* the caller's and three more */
+  assert_int_equal(launches, 4);
+
+  /* the same context again: memory */
+  assert_int_equal(sj_attention(ctx, &p, NULL), SJ_OK);
+  sj_context_get_stats(ctx, &s);
+  g_counters(&threads, &loads, &launches, &max_live);
+  assert_int_equal(s.mem_hits, 4);
+  assert_int_equal(loads, 4);
+  assert_int_equal(launches, 8);
+  sj_context_destroy(ctx);
+
+  /* a new context on the same cache: disk, no compile, loads in parallel */
+  ctx = make_ctx(dir);
+  g_reset();
+  assert_int_equal(sj_attention(ctx, &p, NULL), SJ_OK);
+  sj_context_get_stats(ctx, &s);
+  g_counters(&threads, &loads, &launches, &max_live);
+  assert_int_equal(s.disk_hits, 4);
+  assert_int_equal(s.compiles, 0);
+  assert_int_equal(loads, 4);
+  assert_int_equal(threads, 4);
+  sj_context_destroy(ctx);
+}
+
+typedef struct {
+  sj_context *ctx;
+  pthread_barrier_t *go;
+  int causal;
+  sj_status st;
+} caller;
+
+static void *call_once(void *arg) {
+  caller *c = arg;
+  sj_attention_params p;
+  params(&p, c->causal);
+  pthread_barrier_wait(c->go);
+  c->st = sj_attention(c->ctx, &p, NULL);
+  return NULL;
+}
+
+static void test_threads_share_kernels(void **state) {
+  (void)state;
+  need();
+  char dir[600];
+  cache_dir(dir, sizeof dir, "threads");
+  sj_context *ctx = make_ctx(dir);
+  g_reset();
+  enum { N = 8 };
+  pthread_t th[N];
+  caller c[N];
+  pthread_barrier_t go;
+  pthread_barrier_init(&go, NULL, N);
+  for (int i = 0; i < N; i++) {
+    c[i] = (caller){ctx, &go, i % 2, SJ_ERR_INTERNAL};
+    assert_int_equal(pthread_create(&th[i], NULL, call_once, &c[i]), 0);
+  }
+  for (int i = 0; i < N; i++)
+    pthread_join(th[i], NULL);
+  pthread_barrier_destroy(&go);
+  for (int i = 0; i < N; i++)
+    assert_int_equal(c[i].st, SJ_OK);
+  sj_stats s;
+  sj_context_get_stats(ctx, &s);
+  int threads, loads, launches, max_live;
+  g_counters(&threads, &loads, &launches, &max_live);
+  /* statistics, finalize and quantizer shared; two attention kernels */
+  assert_int_equal(s.compiles, 5);
+  assert_int_equal(s.misses, 5);
+  assert_int_equal(s.mem_hits, 4 * N - 5);
+  assert_int_equal(loads, 5);
+  assert_int_equal(launches, 4 * N);
+  sj_context_destroy(ctx);
+}
+
+static void test_rejected_kernel_settles(void **state) {
+  (void)state;
+  need();
+  char dir[600];
+  cache_dir(dir, sizeof dir, "reject");
+  sj_context *ctx = make_ctx(dir);
+  sj_attention_params p;
+  params(&p, 1);
+  setenv("FAKE_CUDA_REJECT", "attn_wgmma", 1);
+  g_reset();
+  assert_int_equal(sj_attention(ctx, &p, NULL), SJ_ERR_CUDA);
+  unsetenv("FAKE_CUDA_REJECT");
+  assert_non_null(strstr(sj_context_last_error(ctx), "rejected"));
+  sj_stats s;
+  sj_context_get_stats(ctx, &s);
+  int threads, loads, launches, max_live;
+  g_counters(&threads, &loads, &launches, &max_live);
+  assert_int_equal(s.compiles, 4); /* the refused one was stored */
+  assert_int_equal(launches, 0);   /* nothing launched on error */
+  /* the driver accepts it now: loaded from the cache, not recompiled */
+  assert_int_equal(sj_attention(ctx, &p, NULL), SJ_OK);
+  sj_context_get_stats(ctx, &s);
+  assert_int_equal(s.compiles, 4);
+  assert_int_equal(s.disk_hits, 1);
+  assert_int_equal(s.mem_hits, 3);
+  g_counters(&threads, &loads, &launches, &max_live);
+  assert_int_equal(launches, 4);
+  sj_context_destroy(ctx);
+}
+
+int main(void) {
+  /* before anything loads the driver (once per process) */
+  setenv("SAGEJIT_CUDA_DRIVER", SJ_FAKE_CUDA, 1);
+  setenv("FAKE_CUDA_CC", "9.0", 1);
+  unsetenv("SAGEJIT_ARCH");
+  unsetenv("SAGEJIT_FAMILY");
+  unsetenv("SAGEJIT_TUNE");
+  unsetenv("SAGEJIT_CACHE_PATH");
+  void *lib = dlopen(SJ_FAKE_CUDA, RTLD_NOW | RTLD_LOCAL);
+  if (lib) {
+    *(void **)&g_counters = dlsym(lib, "fake_cuda_counters");
+    *(void **)&g_reset = dlsym(lib, "fake_cuda_reset");
+    if (!g_reset)
+      g_counters = NULL;
+  }
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_cold_call_resolves_in_parallel),
+      cmocka_unit_test(test_threads_share_kernels),
+      cmocka_unit_test(test_rejected_kernel_settles),
+  };
+  int rc = cmocka_run_group_tests(tests, setup, teardown);
+  if (lib)
+    dlclose(lib);
+  return rc;
+}
