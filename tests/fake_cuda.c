@@ -5,9 +5,12 @@
  * One device whose compute capability comes from FAKE_CUDA_CC ("9.0" by
  * default).  "Device" memory is host memory; launches only count; a
  * module load checks that the image is an ELF cubin or PTX text and
- * records which thread loaded it.  FAKE_CUDA_REJECT=SUBSTRING makes
- * cuModuleGetFunction refuse every kernel whose lowered name contains it
- * (CUDA_ERROR_NOT_FOUND, a driver reject).  The test reads the counters
+ * records which thread loaded it (and sleeps FAKE_CUDA_LOAD_MS, default
+ * 20, so that loads on several threads overlap).  FAKE_CUDA_REJECT=SUBSTRING
+ * makes cuModuleGetFunction refuse every kernel whose lowered name
+ * contains it (CUDA_ERROR_NOT_FOUND, a driver reject).  With it the CLI
+ * runs on a CPU machine too: SAGEJIT_CUDA_DRIVER=.../libsj_fake_cuda.so
+ * sagejit bench --first-call times the host side of a first call.  The test reads the counters
  * through fake_cuda_counters().
  */
 #include <cuda.h>
@@ -144,8 +147,11 @@ CUresult cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned n,
   if (!seen && g_n_loaders < FAKE_MAX_THREADS)
     g_loaders[g_n_loaders++] = pthread_self();
   pthread_mutex_unlock(&g_lock);
-  /* long enough that loads on several threads overlap */
-  struct timespec ts = {0, 20 * 1000 * 1000};
+  /* long enough that loads on several threads overlap (FAKE_CUDA_LOAD_MS,
+   * default 20; a real load of these images takes about 1 ms) */
+  const char *lm = getenv("FAKE_CUDA_LOAD_MS");
+  const long ms = lm ? atol(lm) : 20;
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000 * 1000};
   nanosleep(&ts, NULL);
   pthread_mutex_lock(&g_lock);
   g_live_loads--;
