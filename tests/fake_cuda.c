@@ -121,13 +121,10 @@ CUresult cuCtxPopCurrent_v2(CUcontext *c) {
 }
 CUresult cuCtxSynchronize(void) { return CUDA_SUCCESS; }
 
-/* A module is its lowered names' owner: a small heap block. */
+/* A module is a small heap block, freed by cuModuleUnload. */
 typedef struct {
   int magic;
 } fake_module;
-typedef struct {
-  fake_module *mod;
-} fake_function;
 
 CUresult cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned n,
                             CUjit_option *o, void **ov) {
@@ -167,13 +164,13 @@ CUresult cuModuleUnload(CUmodule m) {
   free(m);
   return CUDA_SUCCESS;
 }
-/* Functions are kept per module in a tiny list so that unloading frees
- * them: one function per module here (sagejit loads one kernel each). */
+/* sagejit takes one function from each module: the module's block
+ * stands for it, so unloading the module is all the cleanup there is. */
 CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
   const char *rej = getenv("FAKE_CUDA_REJECT");
   if (rej && *rej && strstr(name, rej))
     return CUDA_ERROR_NOT_FOUND;
-  *f = (CUfunction)m; /* the module's block stands for its one function */
+  *f = (CUfunction)m;
   return CUDA_SUCCESS;
 }
 CUresult cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int v) {
