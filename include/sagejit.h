@@ -151,7 +151,12 @@ typedef enum sj_pv_accum {
   /* WGMMA: P and V in the input's 16-bit type (fp16, or bf16 for bf16
    * input), accumulating in fp32 straight into O: the FP16PV family's
    * numerics on wgmma (docs/kernels.md). */
-  SJ_ACCUM_PV16 = 6
+  SJ_ACCUM_PV16 = 6,
+  /* WGMMA: INT8 P.V.  P as u8 scaled per tile and row, V as s8 per
+   * channel, exact s32 accumulation of a tile, fp32 across tiles: the
+   * FP8 family's tensor work with FP16-family accuracy on data without
+   * outlier tokens in V (docs/kernels.md). */
+  SJ_ACCUM_PVI8 = 7
 } sj_pv_accum;
 
 /* Where the causal diagonal sits when seq_q != seq_kv.

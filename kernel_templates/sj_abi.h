@@ -33,7 +33,7 @@ typedef struct sj_stats_args {
 typedef struct sj_finalize_args {
   sj_ptr partial, k_mean, v_mean, v_scale, cu_kv;
   int batch, heads_kv, seq_kv, head_dim, nchunk, flags;
-  float v_scale_max; /* e4m3 range used for V: 448, or 2.25 for fp32+fp16 */
+  float v_scale_max; /* V range: e4m3 448, 2.25 for fp32+fp16, s8 127 for pvi8 */
   int total_kv;
 } sj_finalize_args;
 

@@ -31,6 +31,9 @@
 // on the residual V tile, into the same accumulator.  With 16-bit P.V
 // (ACC_PV16) P and V^T are in the input's type, wgmma k16 accumulates
 // straight into O (rescaled before the issue), with no tile accumulator.
+// With INT8 P.V (ACC_PVI8) P is u8, scaled so that its row max in the tile
+// is 255, V^T is u8 (s8 per channel + 128), and the tile accumulator is an
+// exact s32 one, folded into O without a conversion (fold_i8).
 #pragma once
 #include "sj_abi.h"
 #include "sj_common.cuh"
@@ -220,6 +223,17 @@ __device__ __forceinline__ void wgmma_e4m3<128>(float (&d)[64], const u32 (&a)[4
   wgmma_e4m3_n128(d, a, db, sc);
 }
 
+// INT8 P.V (ACC_PVI8): P u8 from registers, V^T u8 from shared memory.
+template <int N>
+__device__ __forceinline__ void wgmma_u8(i32 (&d)[N / 2], const u32 (&a)[4], u64 db, int sc) {
+  if constexpr (N == 8)
+    wgmma_u8_n8(d, a, db, sc);
+  else if constexpr (N == 64)
+    wgmma_u8_n64(d, a, db, sc);
+  else
+    wgmma_u8_n128(d, a, db, sc);
+}
+
 // 16-bit P.V (ACC_PV16): P and V in the input dtype (fp16 or bf16), k16.
 template <int DT, int N>
 __device__ __forceinline__ void wgmma_h(float (&d)[N / 2], const u32 (&a)[4], u64 db,
@@ -271,6 +285,14 @@ __device__ __forceinline__ void pv_chunk(float (&d)[DC / 2], const u32 (&pa)[KC]
   for (int kc = K0; kc < K1; kc++)
     wgmma_e4m3<DC>(d, pa[kc], wg_desc<BN>(ev + kc * 2), add || kc > 0);
 }
+// INT8 P.V (exact s32 accumulation).
+template <int DC, int KC, int BN, int K0 = 0, int K1 = KC>
+__device__ __forceinline__ void pv_chunk(i32 (&d)[DC / 2], const u32 (&pa)[KC][4], u32 ev,
+                                         bool add) {
+#pragma unroll
+  for (int kc = K0; kc < K1; kc++)
+    wgmma_u8<DC>(d, pa[kc], wg_desc<BN>(ev + kc * 2), add || kc > 0);
+}
 // Row sums of P through the tensor core: P times an 8-row block of ones.
 // Lane (g, t) gets sum(P[g]) in d[0], d[1] and sum(P[g + 8]) in d[2], d[3]:
 // the sum of the e4m3 P that P.V uses, with no FADD chain in the softmax.
@@ -280,6 +302,13 @@ __device__ __forceinline__ void rowsum_p(float (&d)[4], const u32 (&pa)[KC][4],
 #pragma unroll
   for (int kc = K0; kc < K1; kc++)
     wgmma_e4m3<8>(d, pa[kc], wg_desc<BN>(e_ones + kc * 2), add || kc > 0);
+}
+template <int KC, int BN, int K0 = 0, int K1 = KC>
+__device__ __forceinline__ void rowsum_p(i32 (&d)[4], const u32 (&pa)[KC][4], u32 e_ones,
+                                         bool add) {
+#pragma unroll
+  for (int kc = K0; kc < K1; kc++)
+    wgmma_u8<8>(d, pa[kc], wg_desc<BN>(e_ones + kc * 2), add || kc > 0);
 }
 // The epilogue's per-channel factors (V scale, V mean) of the channel
 // pairs 8 c + 2 t, 8 c + 2 t + 1 that lane t holds, for c in [c0, c0 + N),
@@ -308,6 +337,33 @@ __device__ __forceinline__ void fold(float (&o)[N], const float (&acc)[N],
   }
 }
 
+// INT8 P.V's fold, with no int -> float conversion.  V is stored as u8
+// (s8 + 128), so every tile sum is >= 0, and < 128 * 255 * 255 < 2^23: its
+// bits read as a float are the subnormal acc * 2^-149, exact.  One FFMA
+// (IEEE, no flush to zero) scales it by beta = 2^(tile max - m + I8_EXP)
+// and adds it to O, which is kept in units of 2^(I8_EXP - 149).  The row
+// sums get the same treatment, so O / l is unaffected, and O / l - 128 is
+// the s8 result: the offset costs nothing but a subtraction per output.
+__device__ __forceinline__ float fma_ieee(float a, float b, float c) {
+  float d;
+  asm("fma.rn.f32 %0, %1, %2, %3;" : "=f"(d) : "f"(a), "f"(b), "f"(c));
+  return d;
+}
+template <int N>
+__device__ __forceinline__ void fold_i8(float (&o)[N], const i32 (&acc)[N],
+                                        const float (&alpha)[2], const float (&beta)[2],
+                                        bool rescale) {
+  if (rescale) {
+#pragma unroll
+    for (int i = 0; i < N; i++)
+      o[i] = fma_ieee(__int_as_float(acc[i]), beta[(i >> 1) & 1], o[i] * alpha[(i >> 1) & 1]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; i++)
+      o[i] = fma_ieee(__int_as_float(acc[i]), beta[(i >> 1) & 1], o[i]);
+  }
+}
+
 #endif // __CUDA_ARCH_FEAT_SM90_ALL
 
 // BN: keys per KV tile (64 or 128).  STAGES: K/V buffers in flight.  NC:
@@ -326,6 +382,9 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
   // accumulating in fp32 straight into O (the tensor core's fp32 is exact
   // enough here, unlike its e4m3 path); no V scale.
   constexpr bool V16 = ACC == ACC_PV16;
+  // INT8 P.V (ACC_PVI8): u8 P scaled per tile and row, u8 V (s8 + 128),
+  // exact s32 tile accumulation (fold_i8).
+  constexpr bool I8 = ACC == ACC_PVI8;
   constexpr int KP = V16 ? BN / 16 : BN / 32; // k-steps of P.V
   constexpr int GPK = V16 ? 2 : 4;            // n8 column groups per k-step
   constexpr int BQ = 64 * NC; // query rows per CTA
@@ -341,10 +400,17 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
   // Only two-level accumulation: the tensor core's e4m3 accumulator keeps
   // too few bits to carry O across a long sequence (accumulating in it
   // directly measured relative L2 3.2e-1 at N = 16K; bench/NOTES.md).
-  static_assert(ACC == ACC_FP32_FP32 || SPLIT || V16,
-                "the wgmma family accumulates fp32+fp32 (or 16-bit P.V in fp32)");
+  static_assert(ACC == ACC_FP32_FP32 || SPLIT || V16 || I8,
+                "the wgmma family accumulates fp32+fp32 (or 16-bit or INT8 P.V)");
   constexpr float TAU = 4.0f;       // lazy rescale threshold (log2 units)
-  constexpr float P_OFFSET = FP8_P_OFFSET - TAU;
+  // INT8 P.V: O and l are kept in units of 2^(I8_EXP - 149) (fold_i8);
+  // beta <= 2^(TAU + I8_EXP) stays finite.
+  constexpr float I8_EXP = 120.f;
+  // log2 of P's largest value.  INT8 P is scaled by its row max in the
+  // tile, not by the running max, so the lazy rescale costs it no bits.
+  constexpr float P_OFFSET = I8 ? U8_P_OFFSET : FP8_P_OFFSET - TAU;
+  // log2 of l's unit against the exps' (the LSE)
+  constexpr float L_OFFSET = I8 ? P_OFFSET + I8_EXP - 149.f : P_OFFSET;
   constexpr int MAGIC_I = 0x4B400000;
   constexpr float MAGIC_F = 12582912.0f;
   static_assert(BN == 64 || BN == 128, "BN");
@@ -508,8 +574,12 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
   float o_scale[2] = {1.f, 1.f}; // rescale of the tile whose P is held
   u32 pa[KP][4];                 // P of the previous tile, e4m3 or 16-bit
   i32 s[BN / 2];
-  float acc[V16 ? 1 : DC / 2];       // P.V of one tile (V16: O itself)
+  float acc[(V16 || I8) ? 1 : DC / 2]; // P.V of one tile (V16: O itself)
   float lsum[4] = {0.f, 0.f, 0.f, 0.f}; // its row sums (rowsum_p)
+  // INT8 P.V: the s32 tile accumulator and row sums (fold_i8), and the
+  // tile's row factors
+  i32 acci[I8 ? DC / 2 : 1], lsumi[4];
+  float beta[2] = {0.f, 0.f};
   // Encoded (>> 4) shared addresses for the wgmma descriptors.
   const u32 e_ones = (s_base + S::ONES_OFF) >> 4;
   const u32 eQ = (sQ >> 4) + cg * (64 * CH / 16), eK0 = sK0 >> 4, eV0 = sV0 >> 4;
@@ -539,6 +609,9 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
       for (int dc = 0; dc < NDC; dc++)
         pv_chunk16<DT, D, DC, KP, 0, KP / 2>(o[dc], pa, ev + dc * (DC * 128 / 16), true);
       rowsum16<DT, KP, 0, KP / 2>(lsum, pa, e_ones, false);
+    } else if constexpr (I8) {
+      pv_chunk<DC, KP, BN, 0, KP / 2>(acci, pa, ev, false);
+      rowsum_p<KP, BN, 0, KP / 2>(lsumi, pa, e_ones, false);
     } else {
       pv_chunk<DC, KP, BN, 0, KP / 2>(acc, pa, ev, false);
       if (SPLIT)
@@ -553,6 +626,9 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
       for (int dc = 0; dc < NDC; dc++)
         pv_chunk16<DT, D, DC, KP, KP / 2, KP>(o[dc], pa, ev + dc * (DC * 128 / 16), true);
       rowsum16<DT, KP, KP / 2, KP>(lsum, pa, e_ones, false);
+    } else if constexpr (I8) {
+      pv_chunk<DC, KP, BN, KP / 2, KP>(acci, pa, ev, false);
+      rowsum_p<KP, BN, KP / 2, KP>(lsumi, pa, e_ones, false);
     } else {
       pv_chunk<DC, KP, BN, KP / 2, KP>(acc, pa, ev, false);
       if (SPLIT)
@@ -563,27 +639,46 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
   // After the wait: fold the P.V result into O (and run the remaining
   // channel chunks of a wide head), then free the stage.
   auto finish_pv = [&](int stage) {
-    reg_fence(lsum);
-    l[0] = fmaf(l[0], o_scale[0], lsum[0]);
-    l[1] = fmaf(l[1], o_scale[1], lsum[2]);
-    if constexpr (V16) {
+    if constexpr (I8) {
+      reg_fence(lsumi);
 #pragma unroll
-      for (int dc = 0; dc < NDC; dc++)
-        reg_fence(o[dc]); // written by the wgmmas just waited for
-    } else {
-      reg_fence(acc);
-      fold(o[0], acc, o_scale);
+      for (int hf = 0; hf < 2; hf++)
+        l[hf] = fma_ieee(__int_as_float(lsumi[2 * hf]), beta[hf], l[hf] * o_scale[hf]);
+      const bool rescale = __any_sync(0xffffffffu, o_scale[0] != 1.f || o_scale[1] != 1.f);
+      reg_fence(acci);
+      fold_i8(o[0], acci, o_scale, beta, rescale);
 #pragma unroll
       for (int dc = 1; dc < NDC; dc++) {
         wg_fence();
-        const u32 ev = eV0 + (stage * S::VS_BYTES + dc * DC * BN) / 16;
-        pv_chunk<DC, KP, BN>(acc, pa, ev, false);
-        if (SPLIT)
-          pv_chunk<DC, KP, BN>(acc, pa, ev + E_VLO, true);
+        pv_chunk<DC, KP, BN>(acci, pa, eV0 + (stage * S::VS_BYTES + dc * DC * BN) / 16, false);
         wg_commit();
         wg_wait<0>();
+        reg_fence(acci);
+        fold_i8(o[dc], acci, o_scale, beta, rescale);
+      }
+    } else {
+      reg_fence(lsum);
+      l[0] = fmaf(l[0], o_scale[0], lsum[0]);
+      l[1] = fmaf(l[1], o_scale[1], lsum[2]);
+      if constexpr (V16) {
+#pragma unroll
+        for (int dc = 0; dc < NDC; dc++)
+          reg_fence(o[dc]); // written by the wgmmas just waited for
+      } else {
         reg_fence(acc);
-        fold(o[dc], acc, o_scale);
+        fold(o[0], acc, o_scale);
+#pragma unroll
+        for (int dc = 1; dc < NDC; dc++) {
+          wg_fence();
+          const u32 ev = eV0 + (stage * S::VS_BYTES + dc * DC * BN) / 16;
+          pv_chunk<DC, KP, BN>(acc, pa, ev, false);
+          if (SPLIT)
+            pv_chunk<DC, KP, BN>(acc, pa, ev + E_VLO, true);
+          wg_commit();
+          wg_wait<0>();
+          reg_fence(acc);
+          fold(o[dc], acc, o_scale);
+        }
       }
     }
     mbar_arrive(SJ_EMPTY(stage)); // this thread is done with the stage
@@ -660,10 +755,16 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
       const float m_ref = m_new == neg_inf() ? 0.f : m_new;
       o_scale[hf] = upd ? fast_exp2(m_old - m_ref) : 1.f;
       m[hf] = m_new;
+      // INT8 P: 255 at the row's max in this tile; the tile's P.V and row
+      // sum carry the factor beta to the running max (<= 2^TAU).  (A fully
+      // masked row: mx = -inf, P = 0, beta = 0.)
+      if constexpr (I8)
+        beta[hf] = fast_exp2(mx - m_ref + I8_EXP);
+      const float m_p = !I8 ? m_ref : (mx == neg_inf() ? 0.f : mx);
       // p = 2^((x - MAGIC_F) mult - m_ref + P_OFFSET) = 2^(x mult - c): one
       // FFMA.  x mult rounds at 2^-24 of MAGIC_F mult, about 1e-5 in log2
       // units for real scales: far below the INT8 score error.
-      const float sub = m_ref - P_OFFSET;
+      const float sub = m_p - P_OFFSET;
 #pragma unroll
       for (int kb = 0; kb < KB; kb++)
         c[hf][kb] = fmaf(MAGIC_F, mult[kb], sub);
@@ -700,6 +801,12 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
           pa[kc][1] = pack2<DT>(s0[2], s0[3]);
           pa[kc][2] = pack2<DT>(s1[0], s1[1]);
           pa[kc][3] = pack2<DT>(s1[2], s1[3]);
+        } else if constexpr (I8) {
+          const float *s0 = sf + 16 * kc, *s1 = s0 + 4, *s2 = s0 + 8, *s3 = s0 + 12;
+          pa[kc][0] = pack4_u8(s0[0], s0[1], s1[0], s1[1]);
+          pa[kc][1] = pack4_u8(s0[2], s0[3], s1[2], s1[3]);
+          pa[kc][2] = pack4_u8(s2[0], s2[1], s3[0], s3[1]);
+          pa[kc][3] = pack4_u8(s2[2], s2[3], s3[2], s3[3]);
         } else {
           const float *s0 = sf + 16 * kc, *s1 = s0 + 4, *s2 = s0 + 8, *s3 = s0 + 12;
           pa[kc][0] = pack4_e4m3(s0[0], s0[1], s1[0], s1[1]);
@@ -722,8 +829,9 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
   // The ones block of rowsum_p, written once (generic-proxy stores that the
   // tensor core reads, like the fused Q's: fence, then a barrier among the
   // consumers).
-  // ones: e4m3 0x38, fp16 0x3C00, bf16 0x3F80
-  constexpr u32 ONES = !V16 ? 0x38383838u : (DT == FP16 ? 0x3C003C00u : 0x3F803F80u);
+  // ones: e4m3 0x38, u8 1, fp16 0x3C00, bf16 0x3F80
+  constexpr u32 ONES = I8 ? 0x01010101u
+                          : (!V16 ? 0x38383838u : (DT == FP16 ? 0x3C003C00u : 0x3F803F80u));
   for (int i = threadIdx.x - 128; i < 256; i += NC * 128)
     reinterpret_cast<u32 *>(smem + S::ONES_OFF)[i] = ONES;
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -786,8 +894,11 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
       const int c8 = c0 + i, dc = c8 / (DC / 8), n = c8 % (DC / 8);
 #pragma unroll
       for (int hf = 0; hf < 2; hf++) {
-        float v0 = o[dc][4 * n + 2 * hf] * inv[hf];
-        float v1 = o[dc][4 * n + 2 * hf + 1] * inv[hf];
+        // (INT8 P.V: V was stored + 128, fold_i8; a row with no key
+        // stays 0)
+        const float off = I8 && l[hf] > 0.f ? -128.f : 0.f;
+        float v0 = fmaf(o[dc][4 * n + 2 * hf], inv[hf], off);
+        float v1 = fmaf(o[dc][4 * n + 2 * hf + 1], inv[hf], off);
         if (!V16) {
           v0 *= sc[i].x;
           v1 *= sc[i].y;
@@ -806,7 +917,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
     for (int hf = 0; hf < 2; hf++) {
       const int row = q0 + cw * 16 + g + 8 * hf;
       if (row < len_q)
-        store_lse(a, lse0, row, m[hf], l[hf], P_OFFSET);
+        store_lse(a, lse0, row, m[hf], l[hf], L_OFFSET);
     }
   }
   consumer_sync<NC>();

@@ -32,7 +32,11 @@ enum Accum {
   ACC_FP32_FP32_SPLITV = 5,
   // wgmma only: P and V in the input's 16-bit type, fp32 accumulation
   // straight into O (the FP16PV family's numerics)
-  ACC_PV16 = 6
+  ACC_PV16 = 6,
+  // wgmma only: INT8 P.V.  P as u8 scaled per tile and row (its row max
+  // in the tile is 255), V as s8 per channel; exact s32 accumulation of a
+  // tile, folded into fp32 O with the row's factor
+  ACC_PVI8 = 7
 };
 
 // Tile sizes shared by the quantization and attention kernels.
@@ -40,6 +44,7 @@ constexpr int BLK_Q = 128; // query rows per attention CTA / Q quant block
 constexpr int BLK_K = 64;  // keys per KV tile / K quant block
 
 constexpr float FP8_P_OFFSET = 8.807354922057604f; // log2(448), the e4m3 max
+constexpr float U8_P_OFFSET = 7.994353436858858f;  // log2(255), the u8 max
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.6931471805599453f;
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
@@ -133,6 +138,22 @@ __device__ __forceinline__ void unpack4_e4m3(u32 w, float (&x)[4]) {
 #else
   x[0] = x[1] = x[2] = x[3] = 0.f;
 #endif
+}
+
+// Four floats in [0, 255] -> four u8 bytes, x0 in the low byte, rounded
+// to nearest: each pair to fp16 (exact to 1/16 here), plus 1024, which
+// leaves round(x) in the low mantissa bits of each half (no quarter-rate
+// F2I), then one byte permute: five instructions for four values.
+__device__ __forceinline__ u32 pack4_u8(float x0, float x1, float x2, float x3) {
+  u32 lo, hi;
+  asm("{\n.reg .b32 t;\n"
+      "cvt.rn.f16x2.f32 t, %3, %2;\n"
+      "add.rn.f16x2 %0, t, %6;\n"
+      "cvt.rn.f16x2.f32 t, %5, %4;\n"
+      "add.rn.f16x2 %1, t, %6;\n}"
+      : "=r"(lo), "=r"(hi)
+      : "f"(x0), "f"(x1), "f"(x2), "f"(x3), "r"(0x64006400u));
+  return __byte_perm(lo, hi, 0x6420);
 }
 
 // Round to nearest even and saturate to [-127, 127].

@@ -389,8 +389,9 @@ __device__ __forceinline__ void quant_v16_block(const sj_quant_args &a, int blk,
 }
 
 // SPLIT: also the residual V - e4m3(V), in e4m3, as the rows D .. 2D - 1
-// of s_t and into the residual buffer (v8_lo_offset).
-template <int DT, int D, bool SPLIT>
+// of s_t and into the residual buffer (v8_lo_offset).  I8: u8 (s8 + 128)
+// instead of e4m3 (ACC_PVI8; the scale maps the channel's max to 127).
+template <int DT, int D, bool SPLIT, bool I8 = false>
 __device__ __forceinline__ void quant_v_block(const sj_quant_args &a, int blk,
                                               int h, int b, u8 *s_t) {
   typedef RowMap<D> M;
@@ -452,7 +453,11 @@ __device__ __forceinline__ void quant_v_block(const sj_quant_args &a, int blk,
     }
 #pragma unroll
     for (int i = 0; i < 8; i++) {
-      const u32 hi = pack4_e4m3(x[0][i], x[1][i], x[2][i], x[3][i]);
+      const u32 hi = I8 ? (u32)(quant_s8(x[0][i]) + 128) |
+                              ((u32)(quant_s8(x[1][i]) + 128) << 8) |
+                              ((u32)(quant_s8(x[2][i]) + 128) << 16) |
+                              ((u32)(quant_s8(x[3][i]) + 128) << 24)
+                        : pack4_e4m3(x[0][i], x[1][i], x[2][i], x[3][i]);
       *(u32 *)(s_t + (c * 8 + i) * PITCH + grp * 16 + 4 * mq) = hi;
       if (SPLIT) {
         float r[4];
@@ -484,14 +489,14 @@ __device__ __forceinline__ void prefetch_rows(const u8 *base, i64 pitch, int n0,
 }
 
 // VM: how V is written.  0: e4m3; 1: e4m3 and its e4m3 residual
-// (ACC_FP32_FP32_SPLITV); 2: 16-bit V^T (ACC_PV16).
+// (ACC_FP32_FP32_SPLITV); 2: 16-bit V^T (ACC_PV16); 3: s8 + 128 (ACC_PVI8).
 template <int DT, int D, int QG, int WARP_Q, int VM>
 __global__ void __launch_bounds__(QUANT_THREADS, QUANT_MIN_CTAS) quant_qkv(const sj_quant_args a) {
   __shared__ float s_amax[BLK_Q];
   __shared__ float s_scale[BLK_Q];
   // e4m3 tiles: D rows of BLK_K + 8 bytes (twice for split V); 16-bit
   // tiles: D rows of 2 BLK_K + 16 bytes, the same size.
-  __shared__ __align__(16) u8 s_t[(VM ? 2 : 1) * D * (BLK_K + 8)];
+  __shared__ __align__(16) u8 s_t[(VM == 1 || VM == 2 ? 2 : 1) * D * (BLK_K + 8)];
   const sj_geom &G = a.g;
   // SJ_F_Q_FUSED: the attention kernel quantizes Q; the grid has no Q blocks
   const int x = blockIdx.x + ((a.flags & SJ_F_Q_FUSED) ? G.n_qblk : 0);
@@ -525,7 +530,7 @@ __global__ void __launch_bounds__(QUANT_THREADS, QUANT_MIN_CTAS) quant_qkv(const
     if (VM == 2)
       quant_v16_block<DT, D>(a, blk, h, b, s_t);
     else
-      quant_v_block<DT, D, VM == 1>(a, blk, h, b, s_t);
+      quant_v_block<DT, D, VM == 1, VM == 3>(a, blk, h, b, s_t);
   }
 }
 

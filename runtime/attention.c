@@ -158,7 +158,7 @@ static sj_status check_common(sj_context *ctx, sj_dtype dtype, int causal,
   if ((int)o->quant < 0 || o->quant > SJ_QUANT_PER_THREAD)
     return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT, "unknown qk_quant %d",
                    (int)o->quant);
-  if ((int)o->accum < 0 || o->accum > SJ_ACCUM_PV16)
+  if ((int)o->accum < 0 || o->accum > SJ_ACCUM_PVI8)
     return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT, "unknown pv_accum %d",
                    (int)o->accum);
   if (o->smooth_k < -1 || o->smooth_k > 1 || o->smooth_v < -1 ||
@@ -560,7 +560,7 @@ static sj_status make_layout(sj_context *ctx, const call *c, layout *l) {
   /* Split V: the residual buffer right after v8, same layout (one tensor
    * map of twice the rows covers both; v8_lo_offset in sj_geom.cuh).
    * 16-bit V (pv16): two bytes per value. */
-  const size_t v_copies = sj_v_mode(pl->accum) ? 2 : 1;
+  const size_t v_copies = (size_t)sj_v_bytes(sj_v_mode(pl->accum));
   l->v8 = pl->family != SJ_FAMILY_FP16PV
               ? take(&z, mul4(&z, v_cols, D, v_copies, 1))
               : 0;
@@ -798,7 +798,9 @@ static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
       fa.nchunk = l.nchunk;
       fa.flags = (pl->smooth_k ? SJ_F_SMOOTH_K : 0) |
                  (v_stats ? SJ_F_V_STATS : 0) | (pl->smooth_v ? SJ_F_SMOOTH_V : 0);
-      fa.v_scale_max = pl->accum == SJ_ACCUM_FP32_FP16 ? 2.25f : 448.f;
+      fa.v_scale_max = pl->accum == SJ_ACCUM_FP32_FP16
+                           ? 2.25f
+                           : (pl->accum == SJ_ACCUM_PVI8 ? 127.f : 448.f);
       sh = sj_spec_shape(&pl->specs[1]);
       st = sj_launch(ctx, fn[1], (unsigned)c->heads_kv, (unsigned)c->batch, 1,
                      &sh, stream, &fa, "kv_finalize", chained);

@@ -35,8 +35,18 @@ const char *sj_family_str(sj_family f) {
   }
 }
 int sj_v_mode(sj_pv_accum a) {
-  return a == SJ_ACCUM_FP32_FP32_SPLITV ? 1 : (a == SJ_ACCUM_PV16 ? 2 : 0);
+  switch (a) {
+  case SJ_ACCUM_FP32_FP32_SPLITV:
+    return 1;
+  case SJ_ACCUM_PV16:
+    return 2;
+  case SJ_ACCUM_PVI8:
+    return 3;
+  default:
+    return 0;
+  }
 }
+int sj_v_bytes(int v_mode) { return v_mode == 1 || v_mode == 2 ? 2 : 1; }
 static const char *quant_name(sj_quant_gran q) {
   switch (q) {
   case SJ_QUANT_PER_BLOCK:
@@ -59,6 +69,8 @@ static const char *accum_name(sj_pv_accum a) {
     return "sj::ACC_FP32_FP32_SPLITV";
   case SJ_ACCUM_PV16:
     return "sj::ACC_PV16";
+  case SJ_ACCUM_PVI8:
+    return "sj::ACC_PVI8";
   default:
     return "sj::ACC_FP32";
   }
@@ -115,7 +127,7 @@ static int attn_smem(sj_family fam, int d, int stages, int split) {
  * room to align the base to 1024 bytes; nc consumer warpgroups of 64 rows,
  * V written in v_mode (sj_v_mode). */
 static int wgmma_smem(int d, int bn, int stages, int v_mode, int nc) {
-  return 64 * nc * d + stages * (1 + (v_mode ? 2 : 1)) * bn * d +
+  return 64 * nc * d + stages * (1 + sj_v_bytes(v_mode)) * bn * d +
          1024 /* ones */ + 8 * d /* V scale, mean */ + 8 * (1 + 3 * stages) +
          32 /* fused Q: per_block scales of 8 warps */ + 1024 /* alignment */;
 }
@@ -184,7 +196,8 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
     if (fam == SJ_FAMILY_WGMMA &&
         ((head_dim != 64 && head_dim != 128 && head_dim != 256) ||
          (acc != SJ_ACCUM_DEFAULT && acc != SJ_ACCUM_FP32_FP32 &&
-          acc != SJ_ACCUM_FP32_FP32_SPLITV && acc != SJ_ACCUM_PV16)))
+          acc != SJ_ACCUM_FP32_FP32_SPLITV && acc != SJ_ACCUM_PV16 &&
+          acc != SJ_ACCUM_PVI8)))
       fam = SJ_FAMILY_FP8PV;
   }
   if (!sj_family_supported(fam, t)) {
@@ -226,14 +239,16 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
                      acc == SJ_ACCUM_FP32_FP16 || split;
   /* wgmma: its tensor-core accumulator cannot carry O across a long
    * sequence (fp32 mode measured relative L2 0.32 at N = 16K). */
-  const int wg_ok = acc == SJ_ACCUM_FP32_FP32 || split || acc == SJ_ACCUM_PV16;
+  const int wg_ok = acc == SJ_ACCUM_FP32_FP32 || split || acc == SJ_ACCUM_PV16 ||
+                    acc == SJ_ACCUM_PVI8;
   if ((fam == SJ_FAMILY_FP16PV && !fp16_ok) ||
       (fam == SJ_FAMILY_FP8PV && !fp8_ok) ||
       (fam == SJ_FAMILY_WGMMA && !wg_ok)) {
     snprintf(msg, msg_size,
              "pv_accum %d is not offered by the %s family (fp16pv: fp32, "
              "fp16+fp32; fp8pv: fp32, fp32+fp32, fp32+fp16, "
-             "fp32+fp32+splitv; wgmma: fp32+fp32, fp32+fp32+splitv, pv16)",
+             "fp32+fp32+splitv; wgmma: fp32+fp32, fp32+fp32+splitv, pv16, "
+             "pvi8)",
              (int)acc, sj_family_str(fam));
     return SJ_ERR_UNSUPPORTED;
   }
@@ -243,7 +258,7 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
                     acc != SJ_ACCUM_FP32_FP16)) {
     snprintf(msg, msg_size,
              "smooth_v applies to the fp8pv and wgmma families with fp32, "
-             "fp32+fp32, fp32+fp32+splitv or pv16 accumulation only");
+             "fp32+fp32, fp32+fp32+splitv, pv16 or pvi8 accumulation only");
     return SJ_ERR_UNSUPPORTED;
   }
   out->family = fam;

@@ -195,6 +195,29 @@ static void test_plan_defaults(void **state) {
                                 SJ_ACCUM_PV16, -1, -1, &p, msg, sizeof msg),
                    SJ_ERR_UNSUPPORTED);
   assert_non_null(strstr(msg, "pv16"));
+  /* INT8 P.V is a wgmma mode too (AUTO keeps it there, smooth_v allowed):
+   * its quantizer writes u8 V (one byte per value, as e4m3) */
+  assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_AUTO, SJ_DTYPE_FP16, 64, 1, 0,
+                                SJ_ACCUM_PVI8, -1, 1, &p, msg, sizeof msg),
+                   SJ_OK);
+  assert_int_equal(p.family, SJ_FAMILY_WGMMA);
+  assert_int_equal(p.accum, SJ_ACCUM_PVI8);
+  assert_int_equal(sj_spec_name(&p.specs[2], name, sizeof name), 0);
+  assert_string_equal(name, "sj::quant_qkv<sj::FP16,64,sj::PER_THREAD,16,3>");
+  assert_int_equal(sj_spec_name(&p.specs[3], name, sizeof name), 0);
+  assert_non_null(strstr(name, "sj::ACC_PVI8"));
+  assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_AUTO, SJ_DTYPE_FP16, 128, 0, 0,
+                                SJ_ACCUM_PVI8, -1, -1, &p, msg, sizeof msg),
+                   SJ_OK);
+  assert_int_equal(sj_spec_shape(&p.specs[3]).smem_bytes,
+                   sj_spec_shape(&plain.specs[3]).smem_bytes);
+  assert_int_equal(sj_plan_make(&t89, SJ_FAMILY_FP8PV, SJ_DTYPE_FP16, 128, 0, 0,
+                                SJ_ACCUM_PVI8, -1, -1, &p, msg, sizeof msg),
+                   SJ_ERR_UNSUPPORTED);
+  assert_non_null(strstr(msg, "pvi8"));
+  assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_FP16PV, SJ_DTYPE_FP16, 128, 0, 0,
+                                SJ_ACCUM_PVI8, -1, -1, &p, msg, sizeof msg),
+                   SJ_ERR_UNSUPPORTED);
 }
 
 static void test_plan_rejects(void **state) {
@@ -473,7 +496,7 @@ static void test_validation(void **state) {
   CASE(family, (sj_family)4, SJ_ERR_INVALID_ARGUMENT, "family");
   CASE(qk_quant, (sj_quant_gran)4, SJ_ERR_INVALID_ARGUMENT, "qk_quant");
   CASE(pv_accum, (sj_pv_accum)-1, SJ_ERR_INVALID_ARGUMENT, "pv_accum");
-  CASE(pv_accum, (sj_pv_accum)7, SJ_ERR_INVALID_ARGUMENT, "pv_accum");
+  CASE(pv_accum, (sj_pv_accum)8, SJ_ERR_INVALID_ARGUMENT, "pv_accum");
   CASE(smooth_k, 2, SJ_ERR_INVALID_ARGUMENT, "smooth_k");
   CASE(smooth_v, -2, SJ_ERR_INVALID_ARGUMENT, "smooth_v");
   CASE(sm_scale, 1.0f / 0.0f, SJ_ERR_INVALID_ARGUMENT, "sm_scale");

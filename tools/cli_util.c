@@ -819,6 +819,7 @@ static const name_val k_accums[] = {{"default", SJ_ACCUM_DEFAULT},
                                     {"fp32_fp32_splitv", SJ_ACCUM_FP32_FP32_SPLITV},
                                     {"splitv", SJ_ACCUM_FP32_FP32_SPLITV},
                                     {"pv16", SJ_ACCUM_PV16},
+                                    {"pvi8", SJ_ACCUM_PVI8},
                                     {NULL, 0}};
 
 ENUM_LIST(cli_parse_dtypes, sj_dtype, "--dtype", k_dtypes, "fp16 or bf16")
@@ -827,7 +828,8 @@ ENUM_LIST(cli_parse_families, sj_family, "--family", k_families,
 ENUM_LIST(cli_parse_quants, sj_quant_gran, "--quant", k_quants,
           "per_block, per_warp or per_thread")
 ENUM_LIST(cli_parse_accums, sj_pv_accum, "--accum", k_accums,
-          "fp32, fp32+fp32, fp16+fp32, fp32+fp16, fp32+fp32+splitv or pv16")
+          "fp32, fp32+fp32, fp16+fp32, fp32+fp16, fp32+fp32+splitv, pv16 or "
+          "pvi8")
 #undef ENUM_LIST
 
 int64_t cli_parse_size(const char *s) {
@@ -929,6 +931,8 @@ const char *cli_accum_name(sj_pv_accum a) {
     return "fp32+fp32+splitv";
   case SJ_ACCUM_PV16:
     return "pv16";
+  case SJ_ACCUM_PVI8:
+    return "pvi8";
   }
   return "?";
 }

@@ -63,6 +63,24 @@ __device__ __forceinline__ void wgmma_e4m3_n{n}(float (&d)[{m}], const u32 (&a)[
 """
 
 
+def u8u8(n):
+    """D(64xN s32) (+)= A(64x32 u8, registers) * B(Nx32 u8, smem)."""
+    m = n // 2
+    outs = ", ".join('"+r"(d[%d])' % i for i in range(m))
+    return f"""
+// O(64x{n} s32) (+)= P(64x32 u8, registers) V({n}x32 u8, smem)^T (exact).
+__device__ __forceinline__ void wgmma_u8_n{n}(i32 (&d)[{m}], const u32 (&a)[4],
+                                                u64 db, int scale_d) {{
+  asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{m + 5}, 0;\\n"
+               "wgmma.mma_async.sync.aligned.m64n{n}k32.s32.u8.u8 "
+               "{{{regs(m)}}}, {{{regs(4, m)}}}, %{m + 4}, p;\\n}}\\n"
+               : {outs}
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db),
+                 "r"(scale_d));
+}}
+"""
+
+
 def half(n, t):
     """D(64xN f32) (+)= A(64x16 t, registers) * B(Nx16 t, smem, K-major)."""
     m = n // 2
@@ -87,6 +105,8 @@ def main():
         out.append(s8(n))
     for n in (8, 64, 128):
         out.append(e4m3(n))
+    for n in (8, 64, 128):
+        out.append(u8u8(n))
     for t in ("f16", "bf16"):
         for n in (8, 64, 128):
             out.append(half(n, t))

@@ -54,6 +54,7 @@ _ACCUM = {
     "fp32+fp16": S.SJ_ACCUM_FP32_FP16,
     "fp32+fp32+splitv": S.SJ_ACCUM_FP32_FP32_SPLITV,
     "pv16": S.SJ_ACCUM_PV16,
+    "pvi8": S.SJ_ACCUM_PVI8,
 }
 _FAMILY = {
     "auto": S.SJ_FAMILY_AUTO,
@@ -645,8 +646,9 @@ def sageattn(q: Any, k: Any, v: Any, tensor_layout: str = "HND",
         qk_quant_gran: ``"per_block"``, ``"per_warp"`` or ``"per_thread"``.
         pv_accum_dtype: ``"fp32"``, ``"fp32+fp32"``, ``"fp16+fp32"``,
             ``"fp32+fp16"``, ``"fp32+fp32+splitv"`` (fp8pv and wgmma:
-            V as two e4m3 terms, the more accurate FP8 P.V) or ``"pv16"``
-            (wgmma: P and V in 16 bits, the FP16 family's accuracy).
+            V as two e4m3 terms, the more accurate FP8 P.V), ``"pv16"``
+            (wgmma: P and V in 16 bits, the FP16 family's accuracy) or
+            ``"pvi8"`` (wgmma: P and V in INT8, per-tile P scales).
         smooth_k: subtract the per-channel mean of K (default on).
         smooth_v: subtract the mean of V (fp32 accumulations only).
         causal_alignment: ``"top_left"`` (default; SageAttention and
