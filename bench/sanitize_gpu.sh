@@ -17,7 +17,8 @@
 #  racecheck  sagejit check --quick, head dim 64 (fp16) and 128 (bf16), both
 #             families with their default accumulation.
 #  On sm_90 also the wgmma family: memcheck at head dims 64, 128, 256 with
-#             every granularity, racecheck over all three head dims.
+#             every granularity, racecheck over all three head dims; and
+#             its pvi8 mode (memcheck at 64, 128, 256, racecheck at 64, 128).
 # Kernels are JIT-compiled by NVRTC into OUTDIR/cache on first use (host
 # work, not slowed by the sanitizer).  The verdict is the last line:
 # PASS when every run exits 0 and reports no error.  Exit 0 on PASS, 1 on
@@ -87,6 +88,9 @@ if [ "$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n 1)" =
   san mem-check-wgmma-d128  memcheck "$cli" $q --family wgmma --quant per_warp,per_thread --head-dim 128 --dtype bf16
   san mem-check-wgmma-d256  memcheck "$cli" $q --family wgmma --head-dim 256 --dtype fp16
   san race-check-wgmma      racecheck "$cli" $q --family wgmma --head-dim 64,128,256 --dtype fp16
+  # INT8 P.V (pvi8): its own V layout (u8) and accumulators
+  san mem-check-wgmma-pvi8  memcheck "$cli" $q --family wgmma --accum pvi8 --quant per_block,per_thread --head-dim 64,128,256 --dtype fp16
+  san race-check-wgmma-pvi8 racecheck "$cli" $q --family wgmma --accum pvi8 --head-dim 64,128 --dtype bf16
 fi
 san mem-faults-nonfinite  memcheck "$faults" nonfinite
 san mem-faults-padding    memcheck "$faults" padding
