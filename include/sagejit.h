@@ -153,9 +153,10 @@ typedef enum sj_pv_accum {
    * numerics on wgmma (docs/kernels.md). */
   SJ_ACCUM_PV16 = 6,
   /* WGMMA: INT8 P.V.  P as u8 scaled per tile and row, V as s8 per
-   * channel, exact s32 accumulation of a tile, fp32 across tiles: the
-   * FP8 family's tensor work with FP16-family accuracy on data without
-   * outlier tokens in V (docs/kernels.md). */
+   * channel (stored + 128), exact s32 accumulation of a tile, fp32 across
+   * tiles: plain FP8's tensor work with about half split V's error, but
+   * a worse one than split V's when a few tokens of V are far larger than
+   * the rest (docs/kernels.md); opt-in. */
   SJ_ACCUM_PVI8 = 7
 } sj_pv_accum;
 

@@ -34,8 +34,8 @@ enum Accum {
   // straight into O (the FP16PV family's numerics)
   ACC_PV16 = 6,
   // wgmma only: INT8 P.V.  P as u8 scaled per tile and row (its row max
-  // in the tile is 255), V as s8 per channel; exact s32 accumulation of a
-  // tile, folded into fp32 O with the row's factor
+  // in the tile is 255), V as s8 per channel stored + 128 (u8); exact s32
+  // accumulation of a tile, folded into fp32 O with the row's factor
   ACC_PVI8 = 7
 };
 
