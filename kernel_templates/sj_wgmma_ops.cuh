@@ -32,7 +32,7 @@ __device__ __forceinline__ void wgmma_s8_n128(i32 (&d)[64], u64 da, u64 db,
 
 // O(64x8 f32) (+)= P(64x32 e4m3, registers) V(8x32 e4m3, smem)^T.
 __device__ __forceinline__ void wgmma_e4m3_n8(float (&d)[4], const u32 (&a)[4],
-                                                u64 db, int scale_d) {
+                                              u64 db, int scale_d) {
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
                "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 "
                "{%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, p, 1, 1;\n}\n"
@@ -43,7 +43,7 @@ __device__ __forceinline__ void wgmma_e4m3_n8(float (&d)[4], const u32 (&a)[4],
 
 // O(64x64 f32) (+)= P(64x32 e4m3, registers) V(64x32 e4m3, smem)^T.
 __device__ __forceinline__ void wgmma_e4m3_n64(float (&d)[32], const u32 (&a)[4],
-                                                u64 db, int scale_d) {
+                                               u64 db, int scale_d) {
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
                "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 "
                "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1;\n}\n"
@@ -63,9 +63,9 @@ __device__ __forceinline__ void wgmma_e4m3_n128(float (&d)[64], const u32 (&a)[4
                  "r"(scale_d));
 }
 
-// O(64x8 s32) (+)= P(64x32 u8, registers) V(8x32 u8, smem)^T (exact).
+// O(64x8 s32) (+)= P(64x32 u8, registers) V(8x32 u8, smem)^T.
 __device__ __forceinline__ void wgmma_u8_n8(i32 (&d)[4], const u32 (&a)[4],
-                                                u64 db, int scale_d) {
+                                            u64 db, int scale_d) {
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
                "wgmma.mma_async.sync.aligned.m64n8k32.s32.u8.u8 "
                "{%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, p;\n}\n"
@@ -74,9 +74,9 @@ __device__ __forceinline__ void wgmma_u8_n8(i32 (&d)[4], const u32 (&a)[4],
                  "r"(scale_d));
 }
 
-// O(64x64 s32) (+)= P(64x32 u8, registers) V(64x32 u8, smem)^T (exact).
+// O(64x64 s32) (+)= P(64x32 u8, registers) V(64x32 u8, smem)^T.
 __device__ __forceinline__ void wgmma_u8_n64(i32 (&d)[32], const u32 (&a)[4],
-                                                u64 db, int scale_d) {
+                                             u64 db, int scale_d) {
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
                "wgmma.mma_async.sync.aligned.m64n64k32.s32.u8.u8 "
                "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p;\n}\n"
@@ -85,9 +85,9 @@ __device__ __forceinline__ void wgmma_u8_n64(i32 (&d)[32], const u32 (&a)[4],
                  "r"(scale_d));
 }
 
-// O(64x128 s32) (+)= P(64x32 u8, registers) V(128x32 u8, smem)^T (exact).
+// O(64x128 s32) (+)= P(64x32 u8, registers) V(128x32 u8, smem)^T.
 __device__ __forceinline__ void wgmma_u8_n128(i32 (&d)[64], const u32 (&a)[4],
-                                                u64 db, int scale_d) {
+                                              u64 db, int scale_d) {
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
                "wgmma.mma_async.sync.aligned.m64n128k32.s32.u8.u8 "
                "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p;\n}\n"
@@ -98,7 +98,7 @@ __device__ __forceinline__ void wgmma_u8_n128(i32 (&d)[64], const u32 (&a)[4],
 
 // O(64x8 f32) (+)= P(64x16 f16, registers) V(8x16 f16, smem)^T.
 __device__ __forceinline__ void wgmma_f16_n8(float (&d)[4], const u32 (&a)[4],
-                                               u64 db, int scale_d) {
+                                             u64 db, int scale_d) {
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
                "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 "
                "{%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, p, 1, 1, 0;\n}\n"
@@ -109,7 +109,7 @@ __device__ __forceinline__ void wgmma_f16_n8(float (&d)[4], const u32 (&a)[4],
 
 // O(64x64 f32) (+)= P(64x16 f16, registers) V(64x16 f16, smem)^T.
 __device__ __forceinline__ void wgmma_f16_n64(float (&d)[32], const u32 (&a)[4],
-                                               u64 db, int scale_d) {
+                                              u64 db, int scale_d) {
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
                "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
                "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"
@@ -131,7 +131,7 @@ __device__ __forceinline__ void wgmma_f16_n128(float (&d)[64], const u32 (&a)[4]
 
 // O(64x8 f32) (+)= P(64x16 bf16, registers) V(8x16 bf16, smem)^T.
 __device__ __forceinline__ void wgmma_bf16_n8(float (&d)[4], const u32 (&a)[4],
-                                               u64 db, int scale_d) {
+                                              u64 db, int scale_d) {
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
                "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 "
                "{%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, p, 1, 1, 0;\n}\n"
@@ -153,7 +153,7 @@ __device__ __forceinline__ void wgmma_bf16_n64(float (&d)[32], const u32 (&a)[4]
 
 // O(64x128 f32) (+)= P(64x16 bf16, registers) V(128x16 bf16, smem)^T.
 __device__ __forceinline__ void wgmma_bf16_n128(float (&d)[64], const u32 (&a)[4],
-                                               u64 db, int scale_d) {
+                                                u64 db, int scale_d) {
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
                "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
                "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}\n"

@@ -45,58 +45,40 @@ __device__ __forceinline__ void wgmma_s8_n{n}(i32 (&d)[{m}], u64 da, u64 db,
 """
 
 
-def e4m3(n):
-    """D(64xN f32) (+)= A(64x32 e4m3, registers) * B(Nx32 e4m3, smem)."""
+def reg_a(n, k, name, acc, shape, what, tail):
+    """D(64xN acc) (+)= A(64xk, registers) * B(Nxk, smem): the P.V wrappers.
+    acc is "f32" or "s32", shape the PTX type suffix, tail the immediate
+    operands after scale-d."""
     m = n // 2
-    outs = ", ".join('"+f"(d[%d])' % i for i in range(m))
+    ctype, cons = ("float", "+f") if acc == "f32" else ("i32", "+r")
+    outs = ", ".join('"%s"(d[%d])' % (cons, i) for i in range(m))
+    head = f"__device__ __forceinline__ void {name}_n{n}("
+    pad = " " * len(head)
     return f"""
-// O(64x{n} f32) (+)= P(64x32 e4m3, registers) V({n}x32 e4m3, smem)^T.
-__device__ __forceinline__ void wgmma_e4m3_n{n}(float (&d)[{m}], const u32 (&a)[4],
-                                                u64 db, int scale_d) {{
+// O(64x{n} {acc}) (+)= P(64x{k} {what}, registers) V({n}x{k} {what}, smem)^T.
+{head}{ctype} (&d)[{m}], const u32 (&a)[4],
+{pad}u64 db, int scale_d) {{
   asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{m + 5}, 0;\\n"
-               "wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e4m3.e4m3 "
-               "{{{regs(m)}}}, {{{regs(4, m)}}}, %{m + 4}, p, 1, 1;\\n}}\\n"
+               "wgmma.mma_async.sync.aligned.m64n{n}k{k}.{acc}.{shape} "
+               "{{{regs(m)}}}, {{{regs(4, m)}}}, %{m + 4}, p{tail};\\n}}\\n"
                : {outs}
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db),
                  "r"(scale_d));
 }}
 """
+
+
+def e4m3(n):
+    return reg_a(n, 32, "wgmma_e4m3", "f32", "e4m3.e4m3", "e4m3", ", 1, 1")
 
 
 def u8u8(n):
-    """D(64xN s32) (+)= A(64x32 u8, registers) * B(Nx32 u8, smem)."""
-    m = n // 2
-    outs = ", ".join('"+r"(d[%d])' % i for i in range(m))
-    return f"""
-// O(64x{n} s32) (+)= P(64x32 u8, registers) V({n}x32 u8, smem)^T (exact).
-__device__ __forceinline__ void wgmma_u8_n{n}(i32 (&d)[{m}], const u32 (&a)[4],
-                                                u64 db, int scale_d) {{
-  asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{m + 5}, 0;\\n"
-               "wgmma.mma_async.sync.aligned.m64n{n}k32.s32.u8.u8 "
-               "{{{regs(m)}}}, {{{regs(4, m)}}}, %{m + 4}, p;\\n}}\\n"
-               : {outs}
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db),
-                 "r"(scale_d));
-}}
-"""
+    # integer wgmma takes no scale-a/b immediates; its sums are exact
+    return reg_a(n, 32, "wgmma_u8", "s32", "u8.u8", "u8", "")
 
 
 def half(n, t):
-    """D(64xN f32) (+)= A(64x16 t, registers) * B(Nx16 t, smem, K-major)."""
-    m = n // 2
-    outs = ", ".join('"+f"(d[%d])' % i for i in range(m))
-    return f"""
-// O(64x{n} f32) (+)= P(64x16 {t}, registers) V({n}x16 {t}, smem)^T.
-__device__ __forceinline__ void wgmma_{t}_n{n}(float (&d)[{m}], const u32 (&a)[4],
-                                               u64 db, int scale_d) {{
-  asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{m + 5}, 0;\\n"
-               "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} "
-               "{{{regs(m)}}}, {{{regs(4, m)}}}, %{m + 4}, p, 1, 1, 0;\\n}}\\n"
-               : {outs}
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db),
-                 "r"(scale_d));
-}}
-"""
+    return reg_a(n, 16, f"wgmma_{t}", "f32", f"{t}.{t}", t, ", 1, 1, 0")
 
 
 def main():
