@@ -427,6 +427,14 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
   const u32 q_full = bar0;
 #define SJ_K_FULL(s) (bar0 + 8 * (1 + (s)))
 #define SJ_V_FULL(s) (bar0 + 8 * (1 + STAGES + (s)))
+  // A stage's V tiles complete on its K barrier, so that a consumer waits
+  // once per tile (before the Q.K^T of the next): the wait loop inside
+  // softmax_pv cost 2-5 % (fp32+fp32), 5-14 % (pvi8 at D = 128).  Split V
+  // at D >= 128 keeps its own V barrier: its stage is 48 KB at D = 128,
+  // and waiting for all of it a tile ahead measured 0.3-1.6 % slower.
+  constexpr bool V_ON_K = !(SPLIT && D >= 128);
+  const u32 v_bar0 = V_ON_K ? SJ_K_FULL(0) : SJ_V_FULL(0);
+#define SJ_V_BAR(s) (v_bar0 + 8 * (s))
 #define SJ_EMPTY(s) (bar0 + 8 * (1 + 2 * STAGES + (s)))
 
   // Causal CTAs see more keys the later their block: start those first.
@@ -505,24 +513,25 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
         const int st = j % STAGES;
         if (j >= STAGES)
           mbar_wait(SJ_EMPTY(st), ((j / STAGES) - 1) & 1);
-        mbar_expect_tx(SJ_K_FULL(st), S::K_BYTES);
+        mbar_expect_tx(SJ_K_FULL(st), S::K_BYTES + (V_ON_K ? S::VS_BYTES : 0));
 #pragma unroll
         for (int c = 0; c < NCH; c++)
           tma_load_2d(sK0 + st * S::K_BYTES + c * BN * CH, &w.tk, c * CH,
                       k_row + j * BN, SJ_K_FULL(st));
-        mbar_expect_tx(SJ_V_FULL(st), S::VS_BYTES);
+        if (!V_ON_K)
+          mbar_expect_tx(SJ_V_FULL(st), S::VS_BYTES);
         if (V16) {
 #pragma unroll
           for (int c = 0; c < BN / 64; c++) // byte columns of 16-bit V^T
             tma_load_2d(sV0 + st * S::VS_BYTES + c * D * 128, &w.tv,
-                        (v_col + j * BN) * 2 + c * 128, v_row, SJ_V_FULL(st));
+                        (v_col + j * BN) * 2 + c * 128, v_row, SJ_V_BAR(st));
         } else {
           tma_load_2d(sV0 + st * S::VS_BYTES, &w.tv, v_col + j * BN, v_row,
-                      SJ_V_FULL(st));
+                      SJ_V_BAR(st));
         }
         if (SPLIT)
           tma_load_2d(sV0 + st * S::VS_BYTES + S::V_BYTES, &w.tv, v_col + j * BN,
-                      v_lo_row, SJ_V_FULL(st));
+                      v_lo_row, SJ_V_BAR(st));
       }
     }
     return;
@@ -817,7 +826,8 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
       }
     };
     exp_pack(0, KP / 2);
-    mbar_wait(SJ_V_FULL(stage), par);
+    if (!V_ON_K) // (else V came with K, waited for before this tile's Q.K^T)
+      mbar_wait(SJ_V_FULL(stage), par);
     wg_fence();
     issue_pv_lo(stage);
     exp_pack(KP / 2, KP);
@@ -924,6 +934,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
   store_o_rows<D, BQ>(a, sq, b, h, q0, smem, S::O_PITCH, threadIdx.x - 128, NC * 128);
 #undef SJ_K_FULL
 #undef SJ_V_FULL
+#undef SJ_V_BAR
 #undef SJ_EMPTY
 #endif // __CUDA_ARCH_FEAT_SM90_ALL
 }
