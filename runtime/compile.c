@@ -90,9 +90,17 @@ static char *program_log(const sj_nvrtc_api *nv, nvrtcProgram_ prog) {
 
 sj_status sj_compile(const sj_spec *s, const sj_target *t, sj_compiled *out,
                      char *msg, size_t msg_size) {
+  return sj_compile_opt(s, t, NULL, out, msg, msg_size);
+}
+
+sj_status sj_compile_opt(const sj_spec *s, const sj_target *t,
+                         const char *extra, sj_compiled *out, char *msg,
+                         size_t msg_size) {
   memset(out, 0, sizeof *out);
   prepared pr;
   SJ_FORWARD(prepare(s, t, &pr, msg, msg_size));
+  if (extra && pr.n_opts < MAX_OPTS)
+    pr.optp[pr.n_opts++] = extra;
   const sj_sources *src = pr.src;
   const sj_nvrtc_api *nv = pr.nv;
   const char *name = pr.name;

@@ -239,6 +239,12 @@ typedef struct sj_compiled {
 } sj_compiled;
 sj_status sj_compile(const sj_spec *s, const sj_target *t, sj_compiled *out,
                      char *msg, size_t msg_size);
+/* The same with one more NVRTC option that does not change the image (the
+ * cache key never sees it), e.g. "--ptxas-options=-v" to get ptxas's
+ * resource report in out->log (tests/test_spills.c). */
+sj_status sj_compile_opt(const sj_spec *s, const sj_target *t,
+                         const char *extra, sj_compiled *out, char *msg,
+                         size_t msg_size);
 void sj_compiled_free(sj_compiled *c);
 /* The key of a spec on a target. */
 sj_status sj_spec_key(const sj_spec *s, const sj_target *t, sj_key *out,

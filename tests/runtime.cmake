@@ -5,6 +5,9 @@ sj_add_test(test_compile SOURCES test_compile.c LABELS cpu TIMEOUT 1200)
 # NVRTC, so its own label (the sanitizer passes run -L cpu).
 sj_add_test(test_compile_matrix SOURCES test_compile_matrix.c LABELS compile
             TIMEOUT 1500)
+# ptxas's resource report of every WGMMA attention kernel: no spills.
+sj_add_test(test_spills SOURCES test_spills.c LABELS compile TIMEOUT 900)
+target_link_libraries(test_spills PRIVATE Threads::Threads)
 # The installed package works for a consumer (find_package and pkg-config).
 add_test(NAME test_consumer
   COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/consumer/run.sh ${PROJECT_BINARY_DIR}

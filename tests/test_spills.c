@@ -1,0 +1,209 @@
+/*
+ * test_spills.c -- ptxas keeps every WGMMA attention kernel in registers.
+ *
+ * Each of the 144 sm_90a instantiations (2 dtypes x head dims 64, 128, 256
+ * x causal x 3 granularities x 4 P.V modes) is compiled with NVRTC and
+ * ptxas's resource report ("--ptxas-options=-v", which the cache key never
+ * sees), and its spill and stack bytes are read from the log.  The loop is
+ * latency-bound: a change that looked harmless once spilled 844 bytes per
+ * thread and ran 36 % slower (bench/NOTES.md, tenth session), and nothing
+ * else would have said so before a device run.  Allowed: none, except
+ * bf16 at D = 256 (one or two words, 8 bytes at most, present since those
+ * kernels exist; docs/kernels.md, Resources).  CPU only; label `compile`
+ * like test_compile_matrix (a minute of NVRTC on two cores).
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "internal.h"
+
+#define N_CASES (2 * 3 * 2 * 3 * 4)
+
+typedef struct spill_case {
+  sj_dtype dtype;
+  int head_dim, causal;
+  sj_quant_gran quant;
+  sj_pv_accum accum;
+  /* results */
+  sj_status st;
+  int parsed; /* the report's three numbers and the register count read */
+  int stack, stores, loads, regs;
+  char msg[256];
+} spill_case;
+
+typedef struct work {
+  spill_case *cases;
+  int n, next;
+  pthread_mutex_t lock;
+  sj_target target;
+} work;
+
+/* Reads "N bytes stack frame, S bytes spill stores, L bytes spill loads"
+ * and "Used R registers" from a ptxas report of one entry function. */
+static int parse_report(const char *log, spill_case *c) {
+  const char *p = log ? strstr(log, "bytes stack frame") : NULL;
+  if (!p)
+    return 0;
+  while (p > log && p[-1] != '.' && p[-1] != '\n')
+    p--; /* back to the number after "ptxas         ." */
+  if (sscanf(
+          p,
+          " %d bytes stack frame, %d bytes spill stores, %d bytes spill loads",
+          &c->stack, &c->stores, &c->loads) != 3)
+    return 0;
+  const char *u = strstr(log, "Used ");
+  return u && sscanf(u, "Used %d registers", &c->regs) == 1;
+}
+
+static void run_case(const sj_target *t, spill_case *c) {
+  sj_plan plan;
+  c->st = sj_plan_make(t, SJ_FAMILY_WGMMA, c->dtype, c->head_dim, c->causal,
+                       c->quant, c->accum, 1, 0, &plan, c->msg, sizeof c->msg);
+  if (c->st != SJ_OK)
+    return;
+  const sj_spec *attn = NULL;
+  for (int i = 0; i < plan.n_specs; i++)
+    if (plan.specs[i].kind == SJ_KERNEL_ATTN)
+      attn = &plan.specs[i];
+  if (!attn) {
+    c->st = SJ_ERR_INTERNAL;
+    snprintf(c->msg, sizeof c->msg, "plan has no attention kernel");
+    return;
+  }
+  sj_compiled out;
+  c->st = sj_compile_opt(attn, t, "--ptxas-options=-v", &out, c->msg,
+                         sizeof c->msg);
+  if (c->st == SJ_OK)
+    c->parsed = parse_report(out.log, c);
+  sj_compiled_free(&out); /* the log too */
+}
+
+static void *worker(void *arg) {
+  work *w = arg;
+  for (;;) {
+    pthread_mutex_lock(&w->lock);
+    const int i = w->next++;
+    pthread_mutex_unlock(&w->lock);
+    if (i >= w->n)
+      return NULL;
+    run_case(&w->target, &w->cases[i]);
+  }
+}
+
+static void test_parse_report(void **state) {
+  (void)state;
+  /* the report's shape as ptxas 13.0 prints it, and what must not pass */
+  spill_case c;
+  memset(&c, 0, sizeof c);
+  const char *ok =
+      "ptxas info    : Function properties for _ZN2sj10attn_wgmma\n"
+      "ptxas         .     8 bytes stack frame, 4 bytes spill stores, 12 bytes "
+      "spill loads\n"
+      "ptxas info    : Used 168 registers, used 2 barriers\n";
+  assert_int_equal(parse_report(ok, &c), 1);
+  assert_int_equal(c.stack, 8);
+  assert_int_equal(c.stores, 4);
+  assert_int_equal(c.loads, 12);
+  assert_int_equal(c.regs, 168);
+  assert_int_equal(parse_report("ptxas info    : Used 168 registers\n", &c), 0);
+  assert_int_equal(parse_report(NULL, &c), 0);
+}
+
+static void test_wgmma_kernels_do_not_spill(void **state) {
+  (void)state;
+  if (sj_nvrtc_version(NULL, NULL) != SJ_OK)
+    skip();
+  static const sj_dtype dtypes[] = {SJ_DTYPE_FP16, SJ_DTYPE_BF16};
+  static const int dims[] = {64, 128, 256};
+  static const sj_quant_gran quants[] = {SJ_QUANT_PER_BLOCK, SJ_QUANT_PER_WARP,
+                                         SJ_QUANT_PER_THREAD};
+  static const sj_pv_accum accums[] = {SJ_ACCUM_FP32_FP32,
+                                       SJ_ACCUM_FP32_FP32_SPLITV, SJ_ACCUM_PV16,
+                                       SJ_ACCUM_PVI8};
+  static spill_case cases[N_CASES];
+  int n = 0;
+  for (int a = 0; a < 2; a++)
+    for (int b = 0; b < 3; b++)
+      for (int c = 0; c < 2; c++)
+        for (int d = 0; d < 3; d++)
+          for (int e = 0; e < 4; e++) {
+            memset(&cases[n], 0, sizeof cases[n]);
+            cases[n].dtype = dtypes[a];
+            cases[n].head_dim = dims[b];
+            cases[n].causal = c;
+            cases[n].quant = quants[d];
+            cases[n].accum = accums[e];
+            n++;
+          }
+  assert_int_equal(n, N_CASES);
+
+  work w;
+  memset(&w, 0, sizeof w);
+  w.cases = cases;
+  w.n = n;
+  pthread_mutex_init(&w.lock, NULL);
+  assert_int_equal(sj_target_parse("sm_90a", &w.target), 0);
+  pthread_t th[2];
+  for (int i = 0; i < 2; i++)
+    assert_int_equal(pthread_create(&th[i], NULL, worker, &w), 0);
+  for (int i = 0; i < 2; i++)
+    pthread_join(th[i], NULL);
+  pthread_mutex_destroy(&w.lock);
+
+  int clean = 0, allowed = 0, bad = 0;
+  for (int i = 0; i < n; i++) {
+    const spill_case *c = &cases[i];
+    char what[96];
+    static const char *qname[] = {"", "per_block", "per_warp", "per_thread"};
+    const char *aname = c->accum == SJ_ACCUM_FP32_FP32          ? "fp32+fp32"
+                        : c->accum == SJ_ACCUM_FP32_FP32_SPLITV ? "splitv"
+                        : c->accum == SJ_ACCUM_PV16             ? "pv16"
+                                                                : "pvi8";
+    snprintf(what, sizeof what, "%s D%d %s %s %s",
+             c->dtype == SJ_DTYPE_BF16 ? "bf16" : "fp16", c->head_dim,
+             c->causal ? "causal" : "dense",
+             (unsigned)c->quant < 4 ? qname[c->quant] : "?", aname);
+    if (c->st != SJ_OK) {
+      print_error("%s: %s: %s\n", what, sj_status_name(c->st), c->msg);
+      bad++;
+      continue;
+    }
+    if (!c->parsed) {
+      print_error("%s: no resource report in the NVRTC log\n", what);
+      bad++;
+      continue;
+    }
+    const int limit = c->dtype == SJ_DTYPE_BF16 && c->head_dim == 256 ? 8 : 0;
+    if (c->stack > limit || c->stores > limit || c->loads > limit) {
+      print_error("%s: %d bytes stack, %d spill stores, %d spill loads "
+                  "(at most %d), %d registers\n",
+                  what, c->stack, c->stores, c->loads, limit, c->regs);
+      bad++;
+    } else if (c->stores || c->loads) {
+      allowed++;
+    } else {
+      clean++;
+    }
+  }
+  print_message("%d wgmma kernels: %d without spills, %d within the bf16 "
+                "D = 256 allowance, %d over\n",
+                n, clean, allowed, bad);
+  assert_int_equal(bad, 0);
+  assert_int_equal(clean + allowed, N_CASES);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_parse_report),
+      cmocka_unit_test(test_wgmma_kernels_do_not_spill),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
