@@ -185,6 +185,16 @@ static int head_dim_ok(int d) {
   return d == 32 || d == 64 || d == 96 || d == 128 || d == 256;
 }
 
+/* What the wgmma family offers: AUTO falls back to fp8pv outside it, an
+ * explicit request is refused (sj_plan_make).  Its tensor-core accumulator
+ * cannot carry O across a long sequence (fp32 mode measured relative L2
+ * 0.32 at N = 16K), so every mode is two-level, 16-bit or INT8. */
+static int wgmma_head_dim(int d) { return d == 64 || d == 128 || d == 256; }
+static int wgmma_accum(sj_pv_accum a) {
+  return a == SJ_ACCUM_FP32_FP32 || a == SJ_ACCUM_FP32_FP32_SPLITV ||
+         a == SJ_ACCUM_PV16 || a == SJ_ACCUM_PVI8;
+}
+
 sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
                        int head_dim, int causal, sj_quant_gran qg,
                        sj_pv_accum acc, int smooth_k, int smooth_v,
@@ -194,10 +204,8 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
     fam = t->family;
     /* What the wgmma family does not offer goes to fp8pv. */
     if (fam == SJ_FAMILY_WGMMA &&
-        ((head_dim != 64 && head_dim != 128 && head_dim != 256) ||
-         (acc != SJ_ACCUM_DEFAULT && acc != SJ_ACCUM_FP32_FP32 &&
-          acc != SJ_ACCUM_FP32_FP32_SPLITV && acc != SJ_ACCUM_PV16 &&
-          acc != SJ_ACCUM_PVI8)))
+        (!wgmma_head_dim(head_dim) ||
+         (acc != SJ_ACCUM_DEFAULT && !wgmma_accum(acc))))
       fam = SJ_FAMILY_FP8PV;
   }
   if (!sj_family_supported(fam, t)) {
@@ -207,8 +215,7 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
              t->name);
     return SJ_ERR_UNSUPPORTED;
   }
-  if (fam == SJ_FAMILY_WGMMA && head_dim != 64 && head_dim != 128 &&
-      head_dim != 256) {
+  if (fam == SJ_FAMILY_WGMMA && !wgmma_head_dim(head_dim)) {
     snprintf(msg, msg_size,
              "the wgmma family has head dims 64, 128 and 256 (got %d); "
              "fp8pv has the others",
@@ -237,10 +244,7 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
   const int split = acc == SJ_ACCUM_FP32_FP32_SPLITV;
   const int fp8_ok = acc == SJ_ACCUM_FP32 || acc == SJ_ACCUM_FP32_FP32 ||
                      acc == SJ_ACCUM_FP32_FP16 || split;
-  /* wgmma: its tensor-core accumulator cannot carry O across a long
-   * sequence (fp32 mode measured relative L2 0.32 at N = 16K). */
-  const int wg_ok = acc == SJ_ACCUM_FP32_FP32 || split || acc == SJ_ACCUM_PV16 ||
-                    acc == SJ_ACCUM_PVI8;
+  const int wg_ok = wgmma_accum(acc);
   if ((fam == SJ_FAMILY_FP16PV && !fp16_ok) ||
       (fam == SJ_FAMILY_FP8PV && !fp8_ok) ||
       (fam == SJ_FAMILY_WGMMA && !wg_ok)) {
