@@ -275,40 +275,36 @@ __device__ __forceinline__ void rowsum16(float (&d)[4], const u32 (&pa)[KP][4], 
     wgmma_h<DT, 8>(d, pa[kc], wg_desc<128>(e_ones + (kc % 4) * 2), add || kc > 0);
 }
 
+// P.V with P in 8 bits from registers: the accumulator's type picks the
+// instruction, e4m3 into fp32 or u8 (INT8 P.V) into an exact s32.
+template <int N>
+__device__ __forceinline__ void wgmma_p8(float (&d)[N / 2], const u32 (&a)[4], u64 db,
+                                         int sc) {
+  wgmma_e4m3<N>(d, a, db, sc);
+}
+template <int N>
+__device__ __forceinline__ void wgmma_p8(i32 (&d)[N / 2], const u32 (&a)[4], u64 db, int sc) {
+  wgmma_u8<N>(d, a, db, sc);
+}
 // P.V for DC channels starting at the V tile row `sv`, all KC k-steps (V
 // columns past a sequence are zeros: see sj_quant.cuh).  `add`: accumulate
 // into d, else start fresh.
-template <int DC, int KC, int BN, int K0 = 0, int K1 = KC>
-__device__ __forceinline__ void pv_chunk(float (&d)[DC / 2], const u32 (&pa)[KC][4],
-                                         u32 ev, bool add) {
-#pragma unroll
-  for (int kc = K0; kc < K1; kc++)
-    wgmma_e4m3<DC>(d, pa[kc], wg_desc<BN>(ev + kc * 2), add || kc > 0);
-}
-// INT8 P.V (exact s32 accumulation).
-template <int DC, int KC, int BN, int K0 = 0, int K1 = KC>
-__device__ __forceinline__ void pv_chunk(i32 (&d)[DC / 2], const u32 (&pa)[KC][4], u32 ev,
+template <int DC, int KC, int BN, int K0 = 0, int K1 = KC, class T>
+__device__ __forceinline__ void pv_chunk(T (&d)[DC / 2], const u32 (&pa)[KC][4], u32 ev,
                                          bool add) {
 #pragma unroll
   for (int kc = K0; kc < K1; kc++)
-    wgmma_u8<DC>(d, pa[kc], wg_desc<BN>(ev + kc * 2), add || kc > 0);
+    wgmma_p8<DC>(d, pa[kc], wg_desc<BN>(ev + kc * 2), add || kc > 0);
 }
 // Row sums of P through the tensor core: P times an 8-row block of ones.
 // Lane (g, t) gets sum(P[g]) in d[0], d[1] and sum(P[g + 8]) in d[2], d[3]:
-// the sum of the e4m3 P that P.V uses, with no FADD chain in the softmax.
-template <int KC, int BN, int K0 = 0, int K1 = KC>
-__device__ __forceinline__ void rowsum_p(float (&d)[4], const u32 (&pa)[KC][4],
-                                         u32 e_ones, bool add) {
-#pragma unroll
-  for (int kc = K0; kc < K1; kc++)
-    wgmma_e4m3<8>(d, pa[kc], wg_desc<BN>(e_ones + kc * 2), add || kc > 0);
-}
-template <int KC, int BN, int K0 = 0, int K1 = KC>
-__device__ __forceinline__ void rowsum_p(i32 (&d)[4], const u32 (&pa)[KC][4], u32 e_ones,
+// the sum of the 8-bit P that P.V uses, with no FADD chain in the softmax.
+template <int KC, int BN, int K0 = 0, int K1 = KC, class T>
+__device__ __forceinline__ void rowsum_p(T (&d)[4], const u32 (&pa)[KC][4], u32 e_ones,
                                          bool add) {
 #pragma unroll
   for (int kc = K0; kc < K1; kc++)
-    wgmma_u8<8>(d, pa[kc], wg_desc<BN>(e_ones + kc * 2), add || kc > 0);
+    wgmma_p8<8>(d, pa[kc], wg_desc<BN>(e_ones + kc * 2), add || kc > 0);
 }
 // The epilogue's per-channel factors (V scale, V mean) of the channel
 // pairs 8 c + 2 t, 8 c + 2 t + 1 that lane t holds, for c in [c0, c0 + N),
