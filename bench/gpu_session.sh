@@ -2,7 +2,7 @@
 # bench/gpu_session.sh BUILD STEP... -- one device session: GPU tests, the CLI
 # self-check, benchmarks and baselines, each step logged under $OUT.
 # Steps: info test varlen faults check bench tune3 sdpa firstcall sanitize
-# splitcheck splitbench splitlong ...
+# splitcheck splitbench splitlong autobench autolong ...
 set -u
 build=${1:?build dir}; shift
 export LD_LIBRARY_PATH=$PWD/$build/gpu-libs:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -120,6 +120,17 @@ for step in "$@"; do
       timeout 300 python3 bench/long_accuracy.py \
         --modes wgmma:fp32+fp32,wgmma:fp32+fp32+splitv,fp8pv:fp32+fp32+splitv > "$OUT/splitlong.log" 2>&1
       echo "splitlong rc=$?"; cat "$OUT/splitlong.log" ;;
+    autobench)
+      # pvi8+splitv (the wgmma default) beside its two bodies alone; the
+      # bench data is Gaussian, so every head takes pvi8
+      timeout 500 $cli bench --family wgmma --accum pvi8+splitv,pvi8,fp32+fp32+splitv \
+        --head-dim 128,64 --causal 0,1 > "$OUT/autobench.log" 2>&1
+      echo "autobench rc=$?"; cut -c1-200 "$OUT/autobench.log" | grep -v "^sagejit" ;;
+    autolong)
+      # accuracy at long N on Gaussian V, V with outlier tokens, and offset V
+      timeout 400 python3 bench/long_accuracy.py --seq 4096,16384 --data gauss,v-outliers,v-offset \
+        --modes wgmma:pvi8+splitv,wgmma:pvi8,wgmma:fp32+fp32+splitv > "$OUT/autolong.log" 2>&1
+      echo "autolong rc=$?"; cat "$OUT/autolong.log" ;;
     *) echo "unknown step $step" ;;
   esac
 done

@@ -117,10 +117,11 @@ typedef enum sj_layout { SJ_LAYOUT_HND = 1, SJ_LAYOUT_NHD = 2 } sj_layout;
  *  FP16PV: INT8 Q.K^T + FP16 P.V, mma.sync (default on sm80/86/87/88)
  *  FP8PV:  INT8 Q.K^T + FP8 e4m3 P.V, mma.sync (default on sm89, sm100,
  *          sm103, sm110, sm120, sm121; needs sm89 or newer)
- *  WGMMA:  INT8 Q.K^T + FP8 e4m3 P.V, wgmma + TMA, warp specialized
- *          (default on sm90; sm_90a only).  Head dims 64, 128, 256 and
- *          fp32+fp32 accumulation; under AUTO other combinations fall back
- *          to FP8PV. */
+ *  WGMMA:  INT8 Q.K^T + INT8 or FP8 e4m3 P.V, wgmma + TMA, warp
+ *          specialized (default on sm90; sm_90a only).  Head dims 64, 128,
+ *          256; fp32+fp32, fp32+fp32+splitv (its default), pv16, pvi8 and
+ *          pvi8+splitv accumulation; under AUTO other combinations fall
+ *          back to FP8PV. */
 typedef enum sj_family {
   SJ_FAMILY_AUTO = 0,
   SJ_FAMILY_FP16PV = 1,
@@ -157,7 +158,12 @@ typedef enum sj_pv_accum {
    * tiles: plain FP8's tensor work with about half split V's error, but
    * a worse one than split V's when a few tokens of V are far larger than
    * the rest (docs/kernels.md); opt-in. */
-  SJ_ACCUM_PVI8 = 7
+  SJ_ACCUM_PVI8 = 7,
+  /* WGMMA: pvi8 for each (batch, kv head) whose V is spread evenly
+   * enough for s8 per channel, split V for the others (a few tokens far
+   * larger than the rest).  The preprocessing chooses per call from V's
+   * statistics (docs/kernels.md). */
+  SJ_ACCUM_PVI8_SPLITV = 8
 } sj_pv_accum;
 
 /* Where the causal diagonal sits when seq_q != seq_kv.

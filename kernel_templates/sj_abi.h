@@ -19,8 +19,11 @@ typedef long long sj_i64;
  * its own padded rows (see sj_quant.cuh), so no tile mixes two sequences. */
 
 /* Per-chunk partial statistics of K and V over the sequence.
- * partial: float [batch][heads_kv][nchunk][4][head_dim] with rows
- * (sum K, sum V, max V, min V). */
+ * partial: float [batch][heads_kv][nchunk][SJ_STATS_ROWS][head_dim] with
+ * rows (sum K, sum V, max V, min V, sum V^2); the last row holds the sum of
+ * V^2 over groups of 8 channels at every 8th entry (zeros between): only
+ * its total over the channels is used (kv_finalize's SJ_F_V_AUTO). */
+#define SJ_STATS_ROWS 5
 typedef struct sj_stats_args {
   sj_ptr k, v, partial, cu_kv;
   sj_i64 k_sb, k_sh, k_sn, v_sb, v_sh, v_sn;
@@ -29,12 +32,16 @@ typedef struct sj_stats_args {
   int total_kv;
 } sj_stats_args;
 
-/* Reduces the partials: k_mean, v_mean, v_scale [batch][heads_kv][dim]. */
+/* Reduces the partials: k_mean, v_mean, v_scale [batch][heads_kv][dim].
+ * SJ_F_V_AUTO (pvi8+splitv): also chooses how each (batch, kv head) stores
+ * V, written to v_mode [batch][heads_kv] (one byte: 1 s8, 0 split e4m3),
+ * and scales V for it (127 or 448; v_scale_max is then unused). */
 typedef struct sj_finalize_args {
   sj_ptr partial, k_mean, v_mean, v_scale, cu_kv;
   int batch, heads_kv, seq_kv, head_dim, nchunk, flags;
   float v_scale_max; /* V range: e4m3 448, 2.25 for fp32+fp16, s8 127 for pvi8 */
   int total_kv;
+  sj_ptr v_mode;
 } sj_finalize_args;
 
 /* The padded internal buffers shared by quant_qkv and attn_mma.
@@ -63,6 +70,7 @@ typedef struct sj_quant_args {
   int n_vblk, flags;
   float q_prescale; /* multiplies Q before quantization (1 or sm_scale*log2e) */
   int pad_;
+  sj_ptr v_mode; /* pvi8+splitv: kv_finalize's choice per (batch, kv head) */
 } sj_quant_args;
 
 /* The attention kernel. */
@@ -85,6 +93,7 @@ typedef struct sj_attn_args {
   sj_i64 q_sb, q_sh, q_sn;
   float q_prescale;
   int pad2_;
+  sj_ptr v_mode; /* pvi8+splitv: kv_finalize's choice per (batch, kv head) */
 } sj_attn_args;
 
 /* The sm_90a (wgmma) attention kernel: three TMA descriptors (CUtensorMap,
@@ -131,5 +140,6 @@ typedef struct sj_ref_args {
 #define SJ_F_V_STATS 32  /* stats: accumulate V sum/max/min */
 #define SJ_F_CAUSAL_BR 64 /* causal diagonal at the bottom right */
 #define SJ_F_Q_FUSED 128  /* attention quantizes Q itself; quant_qkv skips Q */
+#define SJ_F_V_AUTO 256   /* finalize: choose s8 or split e4m3 V per head */
 
 #endif

@@ -362,14 +362,12 @@ __device__ __forceinline__ void fold_i8(float (&o)[N], const i32 (&acc)[N],
 
 #endif // __CUDA_ARCH_FEAT_SM90_ALL
 
-// BN: keys per KV tile (64 or 128).  STAGES: K/V buffers in flight.  NC:
-// consumer warpgroups, 64 query rows each; with NC = 1 two CTAs share a
-// multiprocessor (the producer's registers go to the consumer: 24 + 232 =
-// 2 x 128; 128 (NC + 1) threads: the producer warpgroup and NC consumers),
-// so one CTA's prologue and epilogue run under the other's loop.
-template <int DT, int D, bool CAUSAL, int QG, int ACC, int STAGES, int BN, int NC>
-__global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
-    attn_wgmma(const __grid_constant__ sj_wgmma_args w) {
+// The kernel's body, inlined into attn_wgmma below.  PRE: the caller has
+// loaded the fused Q rows into qraw and waited for the quantizer already
+// (pvi8+splitv, which reads kv_finalize's choice before it picks a body).
+template <int DT, int D, bool CAUSAL, int QG, int ACC, int STAGES, int BN, int NC, bool PRE>
+__device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
+                                                u32x4 (&qraw)[2][D / 32]) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   // Split V (ACC_FP32_FP32_SPLITV): every P.V k-step runs twice, on the V
   // tile and on its residual, into the same accumulator.
@@ -455,8 +453,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
   // prologue and the wait for the quantizer, so that the loads' latency
   // runs under both.  Q is the caller's input: complete before this call's
   // first kernel started, so before any of its kernels.
-  u32x4 qraw[2][D / 32];
-  if ((a.flags & SJ_F_Q_FUSED) && threadIdx.x >= 128)
+  if (!PRE && (a.flags & SJ_F_Q_FUSED) && threadIdx.x >= 128)
     fq_load<D, 2>(a, sq, b, h, q0 + (threadIdx.x / 32 - 4) * 16, threadIdx.x % 32, qraw);
 
   if (threadIdx.x == 0) {
@@ -474,7 +471,8 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
-  pdl_wait(); // everything the quantizer wrote
+  if (!PRE)
+    pdl_wait(); // everything the quantizer wrote
 
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
@@ -933,6 +931,45 @@ __global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
 #undef SJ_V_BAR
 #undef SJ_EMPTY
 #endif // __CUDA_ARCH_FEAT_SM90_ALL
+}
+
+// BN: keys per KV tile (64 or 128).  STAGES: K/V buffers in flight.  NC:
+// consumer warpgroups, 64 query rows each; with NC = 1 two CTAs share a
+// multiprocessor (the producer's registers go to the consumer: 24 + 232 =
+// 2 x 128; 128 (NC + 1) threads: the producer warpgroup and NC consumers),
+// so one CTA's prologue and epilogue run under the other's loop.
+//
+// ACC_PVI8_SPLITV holds both the pvi8 and the split V body; each CTA runs
+// the one kv_finalize chose for its (batch, kv head) (a uniform branch
+// outside the loop: the shared memory is sized for split V, and either
+// body uses the same registers per thread).
+template <int DT, int D, bool CAUSAL, int QG, int ACC, int STAGES, int BN, int NC>
+__global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
+    attn_wgmma(const __grid_constant__ sj_wgmma_args w) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  u32x4 qraw[2][D / 32];
+  if constexpr (ACC == ACC_PVI8_SPLITV) {
+    const sj_attn_args &a = w.a;
+    const sj_geom &G = a.g;
+    constexpr int BQ = 64 * NC;
+    const int qblk = CAUSAL ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
+    const int h = blockIdx.y, b = blockIdx.z;
+    const int q0 = qblk * BQ;
+    const Seq sq = seq_q(G, b);
+    if (q0 >= sq.len)
+      return; // uniform over the CTA, before any barrier
+    if ((a.flags & SJ_F_Q_FUSED) && threadIdx.x >= 128)
+      fq_load<D, 2>(a, sq, b, h, q0 + (threadIdx.x / 32 - 4) * 16, threadIdx.x % 32, qraw);
+    pdl_wait(); // kv_finalize's choice, and everything the quantizer wrote
+    const int hk = h / (G.heads_q / G.heads_kv);
+    if (((const u8 *)a.v_mode)[(i64)b * G.heads_kv + hk])
+      attn_wgmma_body<DT, D, CAUSAL, QG, ACC_PVI8, STAGES, BN, NC, true>(w, qraw);
+    else
+      attn_wgmma_body<DT, D, CAUSAL, QG, ACC_FP32_FP32_SPLITV, STAGES, BN, NC, true>(w, qraw);
+  } else {
+    attn_wgmma_body<DT, D, CAUSAL, QG, ACC, STAGES, BN, NC, false>(w, qraw);
+  }
+#endif
 }
 
 } // namespace sj

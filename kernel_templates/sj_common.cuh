@@ -36,8 +36,19 @@ enum Accum {
   // wgmma only: INT8 P.V.  P as u8 scaled per tile and row (its row max
   // in the tile is 255), V as s8 per channel stored + 128 (u8); exact s32
   // accumulation of a tile, folded into fp32 O with the row's factor
-  ACC_PVI8 = 7
+  ACC_PVI8 = 7,
+  // wgmma only: ACC_PVI8 for the (batch, kv head) pairs whose V is spread
+  // evenly enough for s8 per channel, ACC_FP32_FP32_SPLITV for the others;
+  // kv_finalize chooses (PVI8_R_MAX), the kernels follow its v_mode byte
+  ACC_PVI8_SPLITV = 8
 };
+
+// pvi8+splitv: a (batch, kv head) stores V as s8 when R = sum_c max_c^2 /
+// sum_c mean_n(v_nc^2) <= PVI8_R_MAX.  s8 per channel rounds V with an
+// rms error of about sqrt(R / 12) / 127 of V's rms: 2.3e-2 at R = 100,
+// where pvi8's whole output error meets split V's ~2.8e-2 (bench/v_spread.c;
+// Gaussian V has R ~ 15, 0.1 % of tokens x 20 R ~ 700-1300).
+constexpr float PVI8_R_MAX = 100.f;
 
 // Tile sizes shared by the quantization and attention kernels.
 constexpr int BLK_Q = 128; // query rows per attention CTA / Q quant block

@@ -2,8 +2,9 @@
 // V transpose + permute + e4m3 quantization.
 //
 // Pass 1 (kv_stats): per (batch, kv head, chunk of tokens) partial sums of K
-//   and V and the max/min of V, per channel.
-// Pass 2 (kv_finalize): per (batch, kv head) the K mean, V mean and V scale.
+//   and V and the max/min of V, per channel, and the sum of V^2.
+// Pass 2 (kv_finalize): per (batch, kv head) the K mean, V mean and V scale
+//   (and under pvi8+splitv the choice of V's format).
 // Pass 3 (quant_qkv): one launch quantizes Q blocks, K blocks and V blocks.
 #pragma once
 #include "sj_abi.h"
@@ -45,6 +46,7 @@ __global__ void __launch_bounds__(STATS_THREADS, STATS_MIN_CTAS)
   const u8 *vb = (const u8 *)a.v + (user_base(varlen, sq, b, a.v_sb, a.v_sn) + (i64)h * a.v_sh) * 2;
 
   float ks[8], vs[8], vmax[8], vmin[8];
+  float vsq = 0.f; // sum of V^2 over the thread's rows and 8 channels
 #pragma unroll
   for (int i = 0; i < 8; i++) {
     ks[i] = 0.f;
@@ -88,20 +90,26 @@ __global__ void __launch_bounds__(STATS_THREADS, STATS_MIN_CTAS)
             vs[i] += x[i];
             vmax[i] = fmaxf(vmax[i], x[i]);
             vmin[i] = fminf(vmin[i], x[i]);
+            vsq = fmaf(x[i], x[i], vsq);
           }
         }
       }
     }
   }
   float *out = (float *)a.partial +
-               ((((i64)b * a.heads_kv + h) * a.nchunk + c) * 4) * D;
-  // Reduce the four statistics one after another through shared memory.
+               ((((i64)b * a.heads_kv + h) * a.nchunk + c) * SJ_STATS_ROWS) * D;
+  // Reduce the statistics one after another through shared memory (the
+  // sum of squares per group of 8 channels, at the group's first entry).
 #pragma unroll
-  for (int s = 0; s < 4; s++) {
+  for (int s = 0; s < SJ_STATS_ROWS; s++) {
     if (active) {
 #pragma unroll
       for (int i = 0; i < 8; i++) {
-        float v = s == 0 ? ks[i] : s == 1 ? vs[i] : s == 2 ? vmax[i] : vmin[i];
+        float v = s == 0   ? ks[i]
+                  : s == 1 ? vs[i]
+                  : s == 2 ? vmax[i]
+                  : s == 3 ? vmin[i]
+                           : (i == 0 ? vsq : 0.f);
         red[row0][lane_c * 8 + i] = v;
       }
     }
@@ -119,37 +127,75 @@ __global__ void __launch_bounds__(STATS_THREADS, STATS_MIN_CTAS)
 }
 
 // ------------------------------------------------------------------ pass 2
+// One CTA per (batch, kv head), a thread per channel.
 template <int D>
 __global__ void __launch_bounds__(256) kv_finalize(const sj_finalize_args a) {
+  static_assert(D <= 256, "a thread per channel");
+  __shared__ float red[2][8];
+  __shared__ int s_i8;
   pdl_wait(); // the partial sums of kv_stats
   pdl_launch_next();
-  const int h = blockIdx.x, b = blockIdx.y;
+  const int h = blockIdx.x, b = blockIdx.y, ch = threadIdx.x;
   const i64 bh = (i64)b * a.heads_kv + h;
-  const float *p = (const float *)a.partial + bh * a.nchunk * 4 * D;
+  const float *p = (const float *)a.partial + bh * a.nchunk * SJ_STATS_ROWS * D;
   const int len = seq_at(a.cu_kv, b, a.total_kv, a.seq_kv).len;
   const float inv_n = len > 0 ? 1.0f / (float)len : 0.f;
-  for (int ch = threadIdx.x; ch < D; ch += blockDim.x) {
+  const bool v_auto = (a.flags & SJ_F_V_AUTO) != 0;
+  float amax = 0.f, vsq = 0.f;
+  if (ch < D) {
     float ks = 0.f, vs = 0.f, vmax = neg_inf(), vmin = -neg_inf();
     for (int c = 0; c < a.nchunk; c++) {
-      const float *q = p + (i64)c * 4 * D;
+      const float *q = p + (i64)c * SJ_STATS_ROWS * D;
       ks += q[ch];
       vs += q[D + ch];
       vmax = fmaxf(vmax, q[2 * D + ch]);
       vmin = fminf(vmin, q[3 * D + ch]);
+      vsq += q[4 * D + ch];
     }
     if (a.flags & SJ_F_SMOOTH_K)
       ((float *)a.k_mean)[bh * D + ch] = ks * inv_n;
     if (a.flags & SJ_F_V_STATS) {
       float mean = (a.flags & SJ_F_SMOOTH_V) ? vs * inv_n : 0.f;
-      float amax = fmaxf(vmax - mean, mean - vmin);
+      amax = fmaxf(vmax - mean, mean - vmin);
       // A NaN or Inf in V makes the scale non-finite; the output then shows
       // it (documented), it never reads out of bounds.
       amax = fmaxf(amax, 1e-7f);
       if (a.flags & SJ_F_SMOOTH_V)
         ((float *)a.v_mean)[bh * D + ch] = mean;
-      ((float *)a.v_scale)[bh * D + ch] = amax / a.v_scale_max;
     }
   }
+  if (!(a.flags & SJ_F_V_STATS))
+    return;
+  float vmax_v = a.v_scale_max;
+  if (v_auto) {
+    // R = sum_c amax_c^2 / sum_c mean(v_c^2) over the head (PVI8_R_MAX);
+    // an empty sequence or a non-finite V gives no finite R: split V
+    float num = amax * amax, den = vsq;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      num += __shfl_xor_sync(0xffffffffu, num, o);
+      den += __shfl_xor_sync(0xffffffffu, den, o);
+    }
+    if (ch % 32 == 0) {
+      red[0][ch / 32] = num;
+      red[1][ch / 32] = den;
+    }
+    __syncthreads();
+    if (ch == 0) {
+      float n = 0.f, d = 0.f;
+      for (int w = 0; w < 8; w++) { // in order: the same R every call
+        n += red[0][w];
+        d += red[1][w];
+      }
+      const float r = n / (d * inv_n);
+      s_i8 = r <= PVI8_R_MAX ? 1 : 0; // false for NaN
+      ((u8 *)a.v_mode)[bh] = (u8)s_i8;
+    }
+    __syncthreads();
+    vmax_v = s_i8 ? 127.f : 448.f;
+  }
+  if (ch < D)
+    ((float *)a.v_scale)[bh * D + ch] = amax / vmax_v;
 }
 
 // ------------------------------------------------------------------ pass 3
@@ -489,14 +535,15 @@ __device__ __forceinline__ void prefetch_rows(const u8 *base, i64 pitch, int n0,
 }
 
 // VM: how V is written.  0: e4m3; 1: e4m3 and its e4m3 residual
-// (ACC_FP32_FP32_SPLITV); 2: 16-bit V^T (ACC_PV16); 3: s8 + 128 (ACC_PVI8).
+// (ACC_FP32_FP32_SPLITV); 2: 16-bit V^T (ACC_PV16); 3: s8 + 128 (ACC_PVI8);
+// 4: 3 or 1 per (batch, kv head), as kv_finalize chose (ACC_PVI8_SPLITV).
 template <int DT, int D, int QG, int WARP_Q, int VM>
 __global__ void __launch_bounds__(QUANT_THREADS, QUANT_MIN_CTAS) quant_qkv(const sj_quant_args a) {
   __shared__ float s_amax[BLK_Q];
   __shared__ float s_scale[BLK_Q];
   // e4m3 tiles: D rows of BLK_K + 8 bytes (twice for split V); 16-bit
   // tiles: D rows of 2 BLK_K + 16 bytes, the same size.
-  __shared__ __align__(16) u8 s_t[(VM == 1 || VM == 2 ? 2 : 1) * D * (BLK_K + 8)];
+  __shared__ __align__(16) u8 s_t[(VM == 1 || VM == 2 || VM == 4 ? 2 : 1) * D * (BLK_K + 8)];
   const sj_geom &G = a.g;
   // SJ_F_Q_FUSED: the attention kernel quantizes Q; the grid has no Q blocks
   const int x = blockIdx.x + ((a.flags & SJ_F_Q_FUSED) ? G.n_qblk : 0);
@@ -529,8 +576,12 @@ __global__ void __launch_bounds__(QUANT_THREADS, QUANT_MIN_CTAS) quant_qkv(const
   } else if (is_v) {
     if (VM == 2)
       quant_v16_block<DT, D>(a, blk, h, b, s_t);
-    else
+    else if (VM != 4)
       quant_v_block<DT, D, VM == 1, VM == 3>(a, blk, h, b, s_t);
+    else if (((const u8 *)a.v_mode)[(i64)b * G.heads_kv + h]) // uniform
+      quant_v_block<DT, D, false, true>(a, blk, h, b, s_t);
+    else
+      quant_v_block<DT, D, true, false>(a, blk, h, b, s_t);
   }
 }
 

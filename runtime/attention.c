@@ -158,7 +158,7 @@ static sj_status check_common(sj_context *ctx, sj_dtype dtype, int causal,
   if ((int)o->quant < 0 || o->quant > SJ_QUANT_PER_THREAD)
     return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT, "unknown qk_quant %d",
                    (int)o->quant);
-  if ((int)o->accum < 0 || o->accum > SJ_ACCUM_PVI8)
+  if ((int)o->accum < 0 || o->accum > SJ_ACCUM_PVI8_SPLITV)
     return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT, "unknown pv_accum %d",
                    (int)o->accum);
   if (o->smooth_k < -1 || o->smooth_k > 1 || o->smooth_v < -1 ||
@@ -464,7 +464,7 @@ typedef struct layout {
   sj_geom g;
   int nchunk, chunk;
   size_t q8, k8, v8, q_scale, k_scale, v_scale, v_mean, k_mean, qk_mean,
-      partial, total;
+      partial, v_mode, total;
 } layout;
 
 /* Size arithmetic of the layout, with overflow recorded rather than
@@ -570,7 +570,8 @@ static sj_status make_layout(sj_context *ctx, const call *c, layout *l) {
   l->v_mean = take(&z, mul4(&z, B, HK, D, 4));
   l->k_mean = take(&z, mul4(&z, B, HK, D, 4));
   l->qk_mean = take(&z, mulz(&z, stat_rows, 4));
-  l->partial = take(&z, mul4(&z, B * HK, (size_t)l->nchunk, 4 * D, 4));
+  l->partial = take(&z, mul4(&z, B * HK, (size_t)l->nchunk, SJ_STATS_ROWS * D, 4));
+  l->v_mode = take(&z, B * HK); /* pvi8+splitv: a byte per (b, kv head) */
   l->total = z.off;
   if (z.overflow)
     return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT,
@@ -691,8 +692,8 @@ static sj_status wgmma_maps_current(sj_context *ctx, const call *c,
                         "q8"));
   SJ_FORWARD(encode_map(ctx, &wa->tk, ws + l->k8, D, k_rows, D, ch, bn,
                         TMAP_L2_256B, "k8"));
-  if (pl->accum == SJ_ACCUM_FP32_FP32_SPLITV)
-    v_rows *= 2; /* the residual rows follow */
+  if (sj_v_bytes(sj_v_mode(pl->accum)) == 2 && pl->accum != SJ_ACCUM_PV16)
+    v_rows *= 2; /* split V: the residual rows follow */
   if (pl->accum == SJ_ACCUM_PV16) /* 16-bit rows, read as 64-key boxes */
     SJ_FORWARD(encode_map(ctx, &wa->tv, ws + l->v8, 2 * v_pitch, v_rows,
                           2 * v_pitch, 128, (unsigned)D, TMAP_L2_256B, "v16"));
@@ -796,8 +797,10 @@ static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
       fa.total_kv = (int)c->total_kv;
       fa.head_dim = (int)c->head_dim;
       fa.nchunk = l.nchunk;
+      fa.v_mode = ws + l.v_mode;
       fa.flags = (pl->smooth_k ? SJ_F_SMOOTH_K : 0) |
-                 (v_stats ? SJ_F_V_STATS : 0) | (pl->smooth_v ? SJ_F_SMOOTH_V : 0);
+                 (v_stats ? SJ_F_V_STATS : 0) | (pl->smooth_v ? SJ_F_SMOOTH_V : 0) |
+                 (pl->accum == SJ_ACCUM_PVI8_SPLITV ? SJ_F_V_AUTO : 0);
       fa.v_scale_max = pl->accum == SJ_ACCUM_FP32_FP16
                            ? 2.25f
                            : (pl->accum == SJ_ACCUM_PVI8 ? 127.f : 448.f);
@@ -831,6 +834,7 @@ static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
     qa.v_mean = ws + l.v_mean;
     qa.k_mean = ws + l.k_mean;
     qa.qk_mean = ws + l.qk_mean;
+    qa.v_mode = ws + l.v_mode;
     /* varlen: one more V block, the zeros past the longest sequence */
     qa.n_vblk = fp8 ? l.g.n_kblk + (c->varlen ? 1 : 0) : 0;
     qa.flags = (pl->smooth_k ? SJ_F_SMOOTH_K : 0) |
@@ -858,6 +862,7 @@ static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
     aa.v_scale = ws + l.v_scale;
     aa.v_mean = ws + l.v_mean;
     aa.qk_mean = ws + l.qk_mean;
+    aa.v_mode = ws + l.v_mode;
     aa.v = (sj_ptr)(uintptr_t)c->v;
     aa.o = (sj_ptr)(uintptr_t)c->o;
     aa.lse = (sj_ptr)(uintptr_t)c->lse;

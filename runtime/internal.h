@@ -165,9 +165,9 @@ int sj_family_supported(sj_family fam, const sj_target *t);
 const char *sj_family_str(sj_family f);
 /* How an accumulation mode has the quantizer write V (quant_qkv's VM):
  * 0 e4m3, 1 e4m3 and its e4m3 residual (split V), 2 16-bit (pv16), 3 s8
- * (pvi8). */
+ * (pvi8), 4 mode 3 or 1 per (batch, kv head) (pvi8+splitv). */
 int sj_v_mode(sj_pv_accum a);
-/* Bytes per V value of a V mode: 2 for modes 1 and 2 (in the workspace
+/* Bytes per V value of a V mode: 2 for modes 1, 2 and 4 (in the workspace
  * and per stage), else 1. */
 int sj_v_bytes(int v_mode);
 

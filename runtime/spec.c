@@ -42,11 +42,13 @@ int sj_v_mode(sj_pv_accum a) {
     return 2;
   case SJ_ACCUM_PVI8:
     return 3;
+  case SJ_ACCUM_PVI8_SPLITV:
+    return 4;
   default:
     return 0;
   }
 }
-int sj_v_bytes(int v_mode) { return v_mode == 1 || v_mode == 2 ? 2 : 1; }
+int sj_v_bytes(int v_mode) { return v_mode == 1 || v_mode == 2 || v_mode == 4 ? 2 : 1; }
 static const char *quant_name(sj_quant_gran q) {
   switch (q) {
   case SJ_QUANT_PER_BLOCK:
@@ -71,6 +73,8 @@ static const char *accum_name(sj_pv_accum a) {
     return "sj::ACC_PV16";
   case SJ_ACCUM_PVI8:
     return "sj::ACC_PVI8";
+  case SJ_ACCUM_PVI8_SPLITV:
+    return "sj::ACC_PVI8_SPLITV";
   default:
     return "sj::ACC_FP32";
   }
@@ -192,7 +196,7 @@ static int head_dim_ok(int d) {
 static int wgmma_head_dim(int d) { return d == 64 || d == 128 || d == 256; }
 static int wgmma_accum(sj_pv_accum a) {
   return a == SJ_ACCUM_FP32_FP32 || a == SJ_ACCUM_FP32_FP32_SPLITV ||
-         a == SJ_ACCUM_PV16 || a == SJ_ACCUM_PVI8;
+         a == SJ_ACCUM_PV16 || a == SJ_ACCUM_PVI8 || a == SJ_ACCUM_PVI8_SPLITV;
 }
 
 sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
@@ -252,7 +256,7 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
              "pv_accum %d is not offered by the %s family (fp16pv: fp32, "
              "fp16+fp32; fp8pv: fp32, fp32+fp32, fp32+fp16, "
              "fp32+fp32+splitv; wgmma: fp32+fp32, fp32+fp32+splitv, pv16, "
-             "pvi8)",
+             "pvi8, pvi8+splitv)",
              (int)acc, sj_family_str(fam));
     return SJ_ERR_UNSUPPORTED;
   }
@@ -262,7 +266,8 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
                     acc != SJ_ACCUM_FP32_FP16)) {
     snprintf(msg, msg_size,
              "smooth_v applies to the fp8pv and wgmma families with fp32, "
-             "fp32+fp32, fp32+fp32+splitv, pv16 or pvi8 accumulation only");
+             "fp32+fp32, fp32+fp32+splitv, pv16, pvi8 or pvi8+splitv "
+             "accumulation only");
     return SJ_ERR_UNSUPPORTED;
   }
   out->family = fam;

@@ -247,7 +247,7 @@ static void check_valid_dense(const sj_attention_params *p) {
       p->smooth_k <= 1 && p->smooth_v >= -1 && p->smooth_v <= 1 &&
       (int)p->family >= 0 && p->family <= SJ_FAMILY_WGMMA &&
       (int)p->qk_quant >= 0 && p->qk_quant <= SJ_QUANT_PER_THREAD &&
-      (int)p->pv_accum >= 0 && p->pv_accum <= SJ_ACCUM_PVI8;
+      (int)p->pv_accum >= 0 && p->pv_accum <= SJ_ACCUM_PVI8_SPLITV;
   if (!ok)
     die("sj_attention accepted a call that breaks a documented rule",
         SJ_ERR_NO_DEVICE, "");

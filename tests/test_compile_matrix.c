@@ -54,7 +54,8 @@ static void test_full_matrix_per_family(void **state) {
                                          SJ_QUANT_PER_THREAD};
   static const sj_pv_accum accums[] = {
       SJ_ACCUM_FP32, SJ_ACCUM_FP32_FP32, SJ_ACCUM_FP16_FP32,
-      SJ_ACCUM_FP32_FP16, SJ_ACCUM_FP32_FP32_SPLITV, SJ_ACCUM_PV16, SJ_ACCUM_PVI8};
+      SJ_ACCUM_FP32_FP16, SJ_ACCUM_FP32_FP32_SPLITV, SJ_ACCUM_PV16, SJ_ACCUM_PVI8,
+      SJ_ACCUM_PVI8_SPLITV};
   /* Attention kernels each family must produce (docs/kernels.md): the
    * accumulations it offers x 2 dtypes x its head dims x 2 x 3. */
   static const struct {
@@ -65,7 +66,7 @@ static void test_full_matrix_per_family(void **state) {
   } cases[] = {
       {"sm_80", SJ_FAMILY_FP16PV, "sj::attn_mma<sj::FP16PV,", 2 * 2 * 5 * 2 * 3},
       {"sm_89", SJ_FAMILY_FP8PV, "sj::attn_mma<sj::FP8PV,", 4 * 2 * 5 * 2 * 3},
-      {"sm_90a", SJ_FAMILY_WGMMA, "sj::attn_wgmma<", 4 * 2 * 3 * 2 * 3},
+      {"sm_90a", SJ_FAMILY_WGMMA, "sj::attn_wgmma<", 5 * 2 * 3 * 2 * 3},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     sj_warm_request req;
@@ -83,7 +84,7 @@ static void test_full_matrix_per_family(void **state) {
     req.quant = quants;
     req.n_quant = 3;
     req.accum = accums;
-    req.n_accum = 7;
+    req.n_accum = 8;
     req.jobs = 2;
     sj_warm_result r;
     sj_status st = sj_warm(ctx, &req, &r);

@@ -212,9 +212,10 @@ typedef struct gate {
  * is 5e-2 with cosine >= 0.999; the measured values are printed.  Split V
  * leaves P's rounding alone: the issue's FP8 gate, 3.5e-2. */
 static double g_fp8_worst, g_wgmma_worst, g_split_worst;
-/* Split V: asked for, or the wgmma default (test_runtime checks the plan). */
+/* Split V, alone or per head (pvi8+splitv, the wgmma default: test_runtime
+ * checks the plan): the FP8 gate. */
 static int is_split(sj_family fam, sj_pv_accum acc) {
-  return acc == SJ_ACCUM_FP32_FP32_SPLITV ||
+  return acc == SJ_ACCUM_FP32_FP32_SPLITV || acc == SJ_ACCUM_PVI8_SPLITV ||
          (fam == SJ_FAMILY_WGMMA && acc == SJ_ACCUM_DEFAULT);
 }
 static gate gate_for(sj_family fam, sj_pv_accum acc) {
@@ -409,7 +410,7 @@ static void test_splitv_gain(void **state) {
     for (int d = 64; d <= 128; d += 64)
       for (int si = 0; si < 2; si++)
         for (int causal = 0; causal <= 1; causal++) {
-          double plain, split;
+          double plain = 0, split = 0;
           const uint64_t seed = 900 + (uint64_t)(d + 2 * si + causal);
           assert_int_equal(run_case_r(ctx, fams[f], &shapes[si], d,
                                       SJ_DTYPE_FP16, SJ_LAYOUT_HND, causal,
@@ -767,6 +768,182 @@ static void test_q_fused(void **state) {
   sj_context_destroy(ctx);
 }
 
+/* pvi8+splitv: kv_finalize picks pvi8 or split V per
+ * (batch, kv head) from V's statistics, and quant_qkv and the attention
+ * kernel follow.  One call on V whose odd kv heads carry outlier tokens
+ * (one token in 97 times 40: R ~ 400-900) and whose even kv heads are
+ * Gaussian (R ~ 10-20) must give, head by head and bit for bit, the output
+ * and LSE of pvi8 on the even heads and of split V on the odd ones.
+ * Against the FP32 reference the mixed call must stay within the FP8 gate
+ * (3.5e-2) on every head, where pvi8 alone exceeds it on outlier heads.  Both layouts, GQA, causal, smooth_v, head dims 64-256, bf16. */
+static size_t o_index(sj_layout lay, int hq, int nq, int d, int b, int h, int n) {
+  return lay == SJ_LAYOUT_NHD ? (((size_t)b * nq + n) * hq + h) * d
+                              : (((size_t)b * hq + h) * nq + n) * d;
+}
+
+static void test_v_auto(void **state) {
+  (void)state;
+  if (!tu_have_gpu())
+    skip();
+  sj_context *ctx = gpu_ctx(SJ_FAMILY_AUTO);
+  if (strcmp(ctx->target.name, "sm_90a") != 0) {
+    sj_context_destroy(ctx);
+    skip();
+  }
+  static const struct {
+    int b, hq, hk, nq, nk, d, causal, smooth_v;
+    sj_layout lay;
+    sj_quant_gran qg;
+    sj_dtype dt;
+  } cases[] = {
+      {2, 4, 2, 300, 1000, 128, 0, 0, SJ_LAYOUT_HND, SJ_QUANT_PER_THREAD, SJ_DTYPE_FP16},
+      {1, 8, 4, 1000, 777, 128, 1, 0, SJ_LAYOUT_NHD, SJ_QUANT_PER_WARP, SJ_DTYPE_BF16},
+      {1, 4, 4, 257, 513, 64, 1, 1, SJ_LAYOUT_NHD, SJ_QUANT_PER_THREAD, SJ_DTYPE_FP16},
+      {2, 2, 2, 100, 190, 256, 0, 1, SJ_LAYOUT_HND, SJ_QUANT_PER_THREAD, SJ_DTYPE_BF16},
+  };
+  const sj_cuda_api *cu = ctx->cu;
+  assert_int_equal(cu->CtxPushCurrent(ctx->cuctx), CUDA_SUCCESS);
+  /* the three modes: pvi8+splitv, pvi8, split V */
+  static const sj_pv_accum accs[3] = {SJ_ACCUM_PVI8_SPLITV, SJ_ACCUM_PVI8,
+                                      SJ_ACCUM_FP32_FP32_SPLITV};
+  double worst_auto = 0, worst_i8_outlier = 0;
+  for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+    const int B = cases[ci].b, HQ = cases[ci].hq, HK = cases[ci].hk;
+    const int NQ = cases[ci].nq, NK = cases[ci].nk, D = cases[ci].d;
+    const sj_layout lay = cases[ci].lay;
+    const size_t nq = (size_t)B * HQ * NQ * D, nk = (size_t)B * HK * NK * D;
+    const size_t nl = (size_t)B * HQ * NQ;
+    const size_t sz[3] = {nq, nk, nk};
+    uint16_t *h = malloc(nq > nk ? nq * 2 : nk * 2);
+    uint16_t *o[3];
+    float *l[3];
+    float *ref = malloc(nq * 4);
+    assert_non_null(h);
+    assert_non_null(ref);
+    for (int m = 0; m < 3; m++) {
+      o[m] = malloc(nq * 2);
+      l[m] = malloc(nl * 4);
+      assert_true(o[m] && l[m]);
+    }
+    uint64_t seed = 5150 + ci;
+    CUdeviceptr t[3], od, lse, refd;
+    for (int i = 0; i < 3; i++) {
+      const int heads = i == 0 ? HQ : HK, n_tok = i == 0 ? NQ : NK;
+      for (size_t j = 0; j < sz[i]; j++) {
+        /* (b, head, token) of element j in this layout */
+        const size_t row = j / (size_t)D;
+        const int hh = lay == SJ_LAYOUT_NHD ? (int)(row % (size_t)heads)
+                                            : (int)(row / (size_t)n_tok % (size_t)heads);
+        const int tok = lay == SJ_LAYOUT_NHD ? (int)(row / (size_t)heads % (size_t)n_tok)
+                                             : (int)(row % (size_t)n_tok);
+        float x = (float)tu_rand_normal(&seed);
+        if (i == 1) /* K: a per-channel bias, as K smoothing expects */
+          x += 0.5f * (float)(j % (size_t)D % 7);
+        if (i == 2 && hh % 2 == 1 && tok % 97 == 5) /* outlier tokens */
+          x *= 40.f;
+        h[j] = cases[ci].dt == SJ_DTYPE_BF16 ? tu_f32_to_bf16(x) : tu_f32_to_f16(x);
+      }
+      assert_int_equal(cu->MemAlloc(&t[i], sz[i] * 2), CUDA_SUCCESS);
+      cu->MemcpyHtoD(t[i], h, sz[i] * 2);
+    }
+    assert_int_equal(cu->MemAlloc(&od, nq * 2), CUDA_SUCCESS);
+    assert_int_equal(cu->MemAlloc(&lse, nl * 4), CUDA_SUCCESS);
+    assert_int_equal(cu->MemAlloc(&refd, nq * 4), CUDA_SUCCESS);
+    sj_attention_params p;
+    fill_params(&p, t[0], t[1], t[2], od);
+    p.dtype = cases[ci].dt;
+    p.layout = lay;
+    p.batch = B;
+    p.heads_q = HQ;
+    p.heads_kv = HK;
+    p.seq_q = NQ;
+    p.seq_kv = NK;
+    p.head_dim = D;
+    p.causal = cases[ci].causal;
+    p.qk_quant = cases[ci].qg;
+    p.smooth_v = cases[ci].smooth_v;
+    p.lse = (float *)(uintptr_t)lse;
+    for (int m = 0; m < 3; m++) {
+      p.pv_accum = accs[m];
+      cu->MemsetD8(od, 0xff, nq * 2);
+      cu->MemsetD8(lse, 0xff, nl * 4);
+      if (sj_attention(ctx, &p, NULL) != SJ_OK)
+        fail_msg("case %zu mode %d: %s", ci, m, sj_context_last_error(ctx));
+      assert_int_equal(cu->CtxSynchronize(), CUDA_SUCCESS);
+      cu->MemcpyDtoH(o[m], od, nq * 2);
+      cu->MemcpyDtoH(l[m], lse, nl * 4);
+    }
+    assert_int_equal(sj_attention_reference(ctx, &p, (float *)(uintptr_t)refd, NULL), SJ_OK);
+    assert_int_equal(cu->CtxSynchronize(), CUDA_SUCCESS);
+    cu->MemcpyDtoH(ref, refd, nq * 4);
+    /* head by head: the mode the data asks for, bit for bit */
+    for (int b = 0; b < B; b++)
+      for (int hh = 0; hh < HQ; hh++) {
+        const int hk = hh / (HQ / HK), want = hk % 2 ? 2 : 1;
+        size_t same = 0, differs = 0, poisoned = 0;
+        double err[3] = {0, 0, 0}, norm = 0;
+        for (int n = 0; n < NQ; n++) {
+          const size_t at = o_index(lay, HQ, NQ, D, b, hh, n);
+          same += memcmp(o[0] + at, o[want] + at, (size_t)D * 2) == 0;
+          differs += memcmp(o[1] + at, o[2] + at, (size_t)D * 2) != 0;
+          const size_t li = ((size_t)b * HQ + hh) * NQ + n;
+          if (memcmp(&l[0][li], &l[want][li], 4) != 0)
+            fail_msg("case %zu b%d h%d row %d: LSE differs from mode %d's", ci, b, hh,
+                     n, want);
+          for (int c = 0; c < D; c++) {
+            const double r = ref[(((size_t)b * HQ + hh) * NQ + n) * D + c];
+            norm += r * r;
+            for (int m = 0; m < 3; m++) {
+              const uint16_t u = o[m][at + c];
+              poisoned += u == 0xffff;
+              const double x = cases[ci].dt == SJ_DTYPE_BF16 ? tu_bf16_to_f32(u)
+                                                             : tu_f16_to_f32(u);
+              err[m] += (x - r) * (x - r);
+            }
+          }
+        }
+        assert_int_equal(poisoned, 0);
+        if (same != (size_t)NQ)
+          fail_msg("case %zu b%d h%d (kv head %d): %zu of %d rows equal to mode %d's",
+                   ci, b, hh, hk, same, NQ, want);
+        assert_true(differs > 0); /* the two modes are distinguishable here */
+        for (int m = 0; m < 3; m++)
+          err[m] = sqrt(err[m] / norm);
+        print_message("case %zu b%d h%d %s: rel L2 pvi8+splitv %.4g, pvi8 %.4g, split V "
+                      "%.4g\n",
+                      ci, b, hh, want == 2 ? "outliers" : "gaussian", err[0], err[1],
+                      err[2]);
+        assert_true(err[0] <= 3.5e-2);
+        if (err[0] > worst_auto)
+          worst_auto = err[0];
+        if (want == 2 && err[1] > worst_i8_outlier)
+          worst_i8_outlier = err[1];
+      }
+    for (int i = 0; i < 3; i++)
+      cu->MemFree(t[i]);
+    cu->MemFree(od);
+    cu->MemFree(lse);
+    cu->MemFree(refd);
+    free(h);
+    free(ref);
+    for (int m = 0; m < 3; m++) {
+      free(o[m]);
+      free(l[m]);
+    }
+  }
+  print_message("pvi8+splitv: every head bit-identical to the mode its V asks for; "
+                "worst rel L2 %.4g (pvi8 alone on the outlier heads up to %.4g)\n",
+                worst_auto, worst_i8_outlier);
+  /* what the choice is for: pvi8 alone breaks the gate on the outlier
+   * heads (about 5e-2 on the 1000-key case; on a few short ones, two
+   * outliers in 190 keys, it can come out a little below split V, which
+   * the R threshold does not resolve: both are within the gate there) */
+  assert_true(worst_i8_outlier > 3.5e-2);
+  CUcontext dummy;
+  cu->CtxPopCurrent(&dummy);
+  sj_context_destroy(ctx);
+}
+
 typedef struct thread_arg {
   sj_context *ctx;
   sj_attention_params p;
@@ -915,6 +1092,8 @@ static void test_second_process_all_disk_hits(void **state) {
 int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "--child-disk-hits"))
     return child_disk_hits();
+  if (argc > 1) /* a test name (or a pattern): run only the matching ones */
+    cmocka_set_test_filter(argv[1]);
   if (!realpath("/proc/self/exe", g_self))
     snprintf(g_self, sizeof g_self, "%s", argv[0]);
   const char *d = getenv("SAGEJIT_CACHE_DIR");
@@ -928,6 +1107,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_user_workspace),
       cmocka_unit_test(test_pdl_chain),
       cmocka_unit_test(test_q_fused),
+      cmocka_unit_test(test_v_auto),
       cmocka_unit_test(test_single_flight_threads),
       cmocka_unit_test(test_second_process_all_disk_hits),
   };

@@ -383,7 +383,8 @@ static void test_nonfinite_confined(void **state) {
                {SJ_FAMILY_WGMMA, SJ_ACCUM_FP32_FP32},
                {SJ_FAMILY_WGMMA, SJ_ACCUM_FP32_FP32_SPLITV},
                {SJ_FAMILY_WGMMA, SJ_ACCUM_PV16},
-               {SJ_FAMILY_WGMMA, SJ_ACCUM_PVI8}};
+               {SJ_FAMILY_WGMMA, SJ_ACCUM_PVI8},
+               {SJ_FAMILY_WGMMA, SJ_ACCUM_PVI8_SPLITV}};
   sj_context *ctx = gpu_ctx();
   assert_int_equal(ctx->cu->CtxPushCurrent(ctx->cuctx), CUDA_SUCCESS);
   int ran = 0, idx = 0;

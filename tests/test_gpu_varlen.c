@@ -280,7 +280,8 @@ static void test_varlen_matrix(void **state) {
                {SJ_FAMILY_WGMMA, SJ_ACCUM_FP32_FP32},
                {SJ_FAMILY_WGMMA, SJ_ACCUM_FP32_FP32_SPLITV},
                {SJ_FAMILY_WGMMA, SJ_ACCUM_PV16},
-               {SJ_FAMILY_WGMMA, SJ_ACCUM_PVI8}};
+               {SJ_FAMILY_WGMMA, SJ_ACCUM_PVI8},
+               {SJ_FAMILY_WGMMA, SJ_ACCUM_PVI8_SPLITV}};
   static const int dims[] = {64, 128, 32, 96, 256};
   static const int wg_dims[] = {128, 64, 256};
   sj_context *ctx = gpu_ctx();
@@ -315,7 +316,9 @@ static void test_varlen_matrix(void **state) {
         result r = run_varlen(ctx, &vc, 500 + (uint64_t)idx);
         const int f8 = vc.fam != SJ_FAMILY_FP16PV && vc.acc != SJ_ACCUM_PV16;
         const double gate = vc.acc == SJ_ACCUM_PVI8 ? 2.5e-2
-                            : vc.acc == SJ_ACCUM_FP32_FP32_SPLITV ? 3.5e-2
+                            : vc.acc == SJ_ACCUM_FP32_FP32_SPLITV ||
+                                      vc.acc == SJ_ACCUM_PVI8_SPLITV
+                                  ? 3.5e-2
                             : f8                                  ? 5e-2
                                                                   : 1.5e-2;
         const double cgate = f8 ? 0.999 : 0.9998;

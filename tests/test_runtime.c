@@ -218,6 +218,30 @@ static void test_plan_defaults(void **state) {
   assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_FP16PV, SJ_DTYPE_FP16, 128, 0, 0,
                                 SJ_ACCUM_PVI8, -1, -1, &p, msg, sizeof msg),
                    SJ_ERR_UNSUPPORTED);
+  /* pvi8+splitv (the wgmma default): the quantizer's V mode 4 writes
+   * either format, in split V's room (two bytes per value, both in the
+   * workspace and per stage); the same stage count as split V */
+  sj_plan split;
+  assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_AUTO, SJ_DTYPE_FP16, 128, 0, 0,
+                                SJ_ACCUM_FP32_FP32_SPLITV, -1, -1, &split, msg,
+                                sizeof msg),
+                   SJ_OK);
+  assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_AUTO, SJ_DTYPE_FP16, 128, 0, 0,
+                                SJ_ACCUM_PVI8_SPLITV, -1, 1, &p, msg, sizeof msg),
+                   SJ_OK);
+  assert_int_equal(p.family, SJ_FAMILY_WGMMA);
+  assert_int_equal(p.accum, SJ_ACCUM_PVI8_SPLITV);
+  assert_int_equal(p.stages, split.stages);
+  assert_int_equal(sj_spec_name(&p.specs[2], name, sizeof name), 0);
+  assert_string_equal(name, "sj::quant_qkv<sj::FP16,128,sj::PER_THREAD,16,4>");
+  assert_int_equal(sj_spec_name(&p.specs[3], name, sizeof name), 0);
+  assert_non_null(strstr(name, "sj::ACC_PVI8_SPLITV"));
+  assert_int_equal(sj_spec_shape(&p.specs[3]).smem_bytes,
+                   sj_spec_shape(&split.specs[3]).smem_bytes);
+  assert_int_equal(sj_plan_make(&t89, SJ_FAMILY_FP8PV, SJ_DTYPE_FP16, 128, 0, 0,
+                                SJ_ACCUM_PVI8_SPLITV, -1, -1, &p, msg, sizeof msg),
+                   SJ_ERR_UNSUPPORTED);
+  assert_non_null(strstr(msg, "pvi8+splitv"));
 }
 
 static void test_plan_rejects(void **state) {
@@ -496,7 +520,7 @@ static void test_validation(void **state) {
   CASE(family, (sj_family)4, SJ_ERR_INVALID_ARGUMENT, "family");
   CASE(qk_quant, (sj_quant_gran)4, SJ_ERR_INVALID_ARGUMENT, "qk_quant");
   CASE(pv_accum, (sj_pv_accum)-1, SJ_ERR_INVALID_ARGUMENT, "pv_accum");
-  CASE(pv_accum, (sj_pv_accum)8, SJ_ERR_INVALID_ARGUMENT, "pv_accum");
+  CASE(pv_accum, (sj_pv_accum)9, SJ_ERR_INVALID_ARGUMENT, "pv_accum");
   CASE(smooth_k, 2, SJ_ERR_INVALID_ARGUMENT, "smooth_k");
   CASE(smooth_v, -2, SJ_ERR_INVALID_ARGUMENT, "smooth_v");
   CASE(sm_scale, 1.0f / 0.0f, SJ_ERR_INVALID_ARGUMENT, "sm_scale");

@@ -1,8 +1,8 @@
 /*
  * test_spills.c -- ptxas keeps every WGMMA attention kernel in registers.
  *
- * Each of the 144 sm_90a instantiations (2 dtypes x head dims 64, 128, 256
- * x causal x 3 granularities x 4 P.V modes) is compiled with NVRTC and
+ * Each of the 180 sm_90a instantiations (2 dtypes x head dims 64, 128, 256
+ * x causal x 3 granularities x 5 P.V modes) is compiled with NVRTC and
  * ptxas's resource report ("--ptxas-options=-v", which the cache key never
  * sees), and its spill and stack bytes are read from the log.  The loop is
  * latency-bound: a change that looked harmless once spilled 844 bytes per
@@ -25,7 +25,7 @@
 
 #include "internal.h"
 
-#define N_CASES (2 * 3 * 2 * 3 * 4)
+#define N_CASES (2 * 3 * 2 * 3 * 5)
 
 typedef struct spill_case {
   sj_dtype dtype;
@@ -127,14 +127,14 @@ static void test_wgmma_kernels_do_not_spill(void **state) {
                                          SJ_QUANT_PER_THREAD};
   static const sj_pv_accum accums[] = {SJ_ACCUM_FP32_FP32,
                                        SJ_ACCUM_FP32_FP32_SPLITV, SJ_ACCUM_PV16,
-                                       SJ_ACCUM_PVI8};
+                                       SJ_ACCUM_PVI8, SJ_ACCUM_PVI8_SPLITV};
   static spill_case cases[N_CASES];
   int n = 0;
   for (int a = 0; a < 2; a++)
     for (int b = 0; b < 3; b++)
       for (int c = 0; c < 2; c++)
         for (int d = 0; d < 3; d++)
-          for (int e = 0; e < 4; e++) {
+          for (int e = 0; e < 5; e++) {
             memset(&cases[n], 0, sizeof cases[n]);
             cases[n].dtype = dtypes[a];
             cases[n].head_dim = dims[b];
@@ -166,7 +166,8 @@ static void test_wgmma_kernels_do_not_spill(void **state) {
     const char *aname = c->accum == SJ_ACCUM_FP32_FP32          ? "fp32+fp32"
                         : c->accum == SJ_ACCUM_FP32_FP32_SPLITV ? "splitv"
                         : c->accum == SJ_ACCUM_PV16             ? "pv16"
-                                                                : "pvi8";
+                        : c->accum == SJ_ACCUM_PVI8             ? "pvi8"
+                                                                : "pvi8+splitv";
     snprintf(what, sizeof what, "%s D%d %s %s %s",
              c->dtype == SJ_DTYPE_BF16 ? "bf16" : "fp16", c->head_dim,
              c->causal ? "causal" : "dense",

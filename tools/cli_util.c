@@ -820,6 +820,8 @@ static const name_val k_accums[] = {{"default", SJ_ACCUM_DEFAULT},
                                     {"splitv", SJ_ACCUM_FP32_FP32_SPLITV},
                                     {"pv16", SJ_ACCUM_PV16},
                                     {"pvi8", SJ_ACCUM_PVI8},
+                                    {"pvi8+splitv", SJ_ACCUM_PVI8_SPLITV},
+                                    {"pvi8_splitv", SJ_ACCUM_PVI8_SPLITV},
                                     {NULL, 0}};
 
 ENUM_LIST(cli_parse_dtypes, sj_dtype, "--dtype", k_dtypes, "fp16 or bf16")
@@ -828,8 +830,8 @@ ENUM_LIST(cli_parse_families, sj_family, "--family", k_families,
 ENUM_LIST(cli_parse_quants, sj_quant_gran, "--quant", k_quants,
           "per_block, per_warp or per_thread")
 ENUM_LIST(cli_parse_accums, sj_pv_accum, "--accum", k_accums,
-          "fp32, fp32+fp32, fp16+fp32, fp32+fp16, fp32+fp32+splitv, pv16 or "
-          "pvi8")
+          "fp32, fp32+fp32, fp16+fp32, fp32+fp16, fp32+fp32+splitv, pv16, "
+          "pvi8 or pvi8+splitv")
 #undef ENUM_LIST
 
 int64_t cli_parse_size(const char *s) {
@@ -933,6 +935,8 @@ const char *cli_accum_name(sj_pv_accum a) {
     return "pv16";
   case SJ_ACCUM_PVI8:
     return "pvi8";
+  case SJ_ACCUM_PVI8_SPLITV:
+    return "pvi8+splitv";
   }
   return "?";
 }

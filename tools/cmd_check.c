@@ -30,7 +30,7 @@ static const cli_opt k_opts[] = {
             "per_block,per_warp,per_thread (default: the family's)"),
     CLI_OPT("accum", 0, CLI_OPT_STR, check_opts, accum, "LIST",
             "fp32,fp32+fp32,fp16+fp32,fp32+fp16,fp32+fp32+splitv,"
-            "pv16,pvi8 "
+            "pv16,pvi8,pvi8+splitv "
             "(default: the family's)"),
     CLI_OPT("seed", 0, CLI_OPT_INT, check_opts, seed, "N",
             "base seed of the random data (default 1)"),
@@ -49,7 +49,7 @@ static const cli_command k_cmd = {
     "lengths, padded strides -- and compares.  Needs a CUDA GPU.",
     "Gate per case: rel L2 < 2e-2 and cosine > 0.9998 (fp16pv, pv16), rel L2 < "
     "5e-2 and\ncosine > 0.998 (fp8pv, wgmma; rel L2 < 3.5e-2 with "
-    "fp32+fp32+splitv,\nthe wgmma default, and pvi8); no NaN/Inf; LSE error < 5e-2 and no "
+    "fp32+fp32+splitv,\npvi8 and pvi8+splitv, the wgmma default); no NaN/Inf; LSE error < 5e-2 and no "
     "LSE mismatch.\nA combination the family or device does not offer is "
     "SKIP, not FAIL.\n"
     "JSON: {\"cases\", \"passed\", \"failed\", \"skipped\", \"device\", "
@@ -89,6 +89,7 @@ typedef struct gate {
 static gate gate_for(sj_family f, sj_pv_accum a) {
   gate g = {2e-2, 0.9998};
   const int split = a == SJ_ACCUM_FP32_FP32_SPLITV || a == SJ_ACCUM_PVI8 ||
+                    a == SJ_ACCUM_PVI8_SPLITV ||
                     (f == SJ_FAMILY_WGMMA && a == SJ_ACCUM_DEFAULT);
   if (a == SJ_ACCUM_PV16) /* 16-bit P.V: fp16pv's gate */
     return g;

@@ -31,7 +31,7 @@ static const cli_opt k_opts[] = {
             "per_block,per_warp,per_thread (default: the family's)"),
     CLI_OPT("accum", 0, CLI_OPT_STR, warm_opts, accum, "LIST",
             "fp32,fp32+fp32,fp16+fp32,fp32+fp16,fp32+fp32+splitv,"
-            "pv16,pvi8 "
+            "pv16,pvi8,pvi8+splitv "
             "(default: the family's)"),
     CLI_OPT("jobs", 'j', CLI_OPT_INT, warm_opts, jobs, "N",
             "compiler threads (default: number of CPUs)"),

@@ -55,6 +55,7 @@ _ACCUM = {
     "fp32+fp32+splitv": S.SJ_ACCUM_FP32_FP32_SPLITV,
     "pv16": S.SJ_ACCUM_PV16,
     "pvi8": S.SJ_ACCUM_PVI8,
+    "pvi8+splitv": S.SJ_ACCUM_PVI8_SPLITV,
 }
 _FAMILY = {
     "auto": S.SJ_FAMILY_AUTO,
@@ -647,8 +648,10 @@ def sageattn(q: Any, k: Any, v: Any, tensor_layout: str = "HND",
         pv_accum_dtype: ``"fp32"``, ``"fp32+fp32"``, ``"fp16+fp32"``,
             ``"fp32+fp16"``, ``"fp32+fp32+splitv"`` (fp8pv and wgmma:
             V as two e4m3 terms, the more accurate FP8 P.V), ``"pv16"``
-            (wgmma: P and V in 16 bits, the FP16 family's accuracy) or
-            ``"pvi8"`` (wgmma: P and V in INT8, per-tile P scales).
+            (wgmma: P and V in 16 bits, the FP16 family's accuracy),
+            ``"pvi8"`` (wgmma: P and V in INT8, per-tile P scales) or
+            ``"pvi8+splitv"`` (wgmma: pvi8 for the heads whose V suits
+            it, split V for the others, chosen per call).
         smooth_k: subtract the per-channel mean of K (default on).
         smooth_v: subtract the mean of V (fp32 accumulations only).
         causal_alignment: ``"top_left"`` (default; SageAttention and

@@ -149,8 +149,9 @@ def test_options_run(family) -> None:
     q, k, v = (make((1, 4, 256, 128), seed=s) for s in (10, 11, 12))
     ref = reference(q, k, v)[0]
     accums = ["fp32", "fp16+fp32"] if family == "fp16pv" else \
-        ["fp32", "fp32+fp32", "fp32+fp16", "fp32+fp32+splitv", "pv16", "pvi8"]
-    # (wgmma: fp32+fp32, fp32+fp32+splitv, pv16 and pvi8 only)
+        ["fp32", "fp32+fp32", "fp32+fp16", "fp32+fp32+splitv", "pv16", "pvi8",
+         "pvi8+splitv"]
+    # (wgmma: fp32+fp32, fp32+fp32+splitv, pv16, pvi8 and pvi8+splitv only)
     ran = 0
     for gran in ("per_block", "per_warp", "per_thread"):
         for accum in accums:
