@@ -17,8 +17,9 @@
 #  racecheck  sagejit check --quick, head dim 64 (fp16) and 128 (bf16), both
 #             families with their default accumulation.
 #  On sm_90 also the wgmma family: memcheck at head dims 64, 128, 256 with
-#             every granularity, racecheck over all three head dims; and
-#             its pvi8 mode (memcheck at 64, 128, 256, racecheck at 64, 128).
+#             every granularity, racecheck over all three head dims (its
+#             default, pvi8+splitv); its pvi8 and split V modes alone
+#             (memcheck at 64, 128, 256, racecheck at 64, 128).
 # Kernels are JIT-compiled by NVRTC into OUTDIR/cache on first use (host
 # work, not slowed by the sanitizer).  The verdict is the last line:
 # PASS when every run exits 0 and reports no error.  Exit 0 on PASS, 1 on
@@ -91,6 +92,10 @@ if [ "$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n 1)" =
   # INT8 P.V (pvi8): its own V layout (u8) and accumulators
   san mem-check-wgmma-pvi8  memcheck "$cli" $q --family wgmma --accum pvi8 --quant per_block,per_thread --head-dim 64,128,256 --dtype fp16
   san race-check-wgmma-pvi8 racecheck "$cli" $q --family wgmma --accum pvi8 --head-dim 64,128 --dtype bf16
+  # split V alone (the default, pvi8+splitv, takes pvi8 on check's Gaussian
+  # V; its split V body runs on the NaN inputs of the faults runs below)
+  san mem-check-wgmma-split memcheck "$cli" $q --family wgmma --accum fp32+fp32+splitv --quant per_warp,per_thread --head-dim 64,128,256 --dtype fp16
+  san race-check-wgmma-split racecheck "$cli" $q --family wgmma --accum fp32+fp32+splitv --head-dim 64,128 --dtype fp16
 fi
 san mem-faults-nonfinite  memcheck "$faults" nonfinite
 san mem-faults-padding    memcheck "$faults" padding

@@ -119,8 +119,8 @@ typedef enum sj_layout { SJ_LAYOUT_HND = 1, SJ_LAYOUT_NHD = 2 } sj_layout;
  *          sm103, sm110, sm120, sm121; needs sm89 or newer)
  *  WGMMA:  INT8 Q.K^T + INT8 or FP8 e4m3 P.V, wgmma + TMA, warp
  *          specialized (default on sm90; sm_90a only).  Head dims 64, 128,
- *          256; fp32+fp32, fp32+fp32+splitv (its default), pv16, pvi8 and
- *          pvi8+splitv accumulation; under AUTO other combinations fall
+ *          256; fp32+fp32, fp32+fp32+splitv, pv16, pvi8 and pvi8+splitv
+ *          (its default) accumulation; under AUTO other combinations fall
  *          back to FP8PV. */
 typedef enum sj_family {
   SJ_FAMILY_AUTO = 0,
@@ -159,10 +159,10 @@ typedef enum sj_pv_accum {
    * a worse one than split V's when a few tokens of V are far larger than
    * the rest (docs/kernels.md); opt-in. */
   SJ_ACCUM_PVI8 = 7,
-  /* WGMMA: pvi8 for each (batch, kv head) whose V is spread evenly
-   * enough for s8 per channel, split V for the others (a few tokens far
-   * larger than the rest).  The preprocessing chooses per call from V's
-   * statistics (docs/kernels.md). */
+  /* WGMMA, the default on sm90: pvi8 for each (batch, kv head) whose V is
+   * spread evenly enough for s8 per channel, split V for the others (a
+   * few tokens far larger than the rest).  The preprocessing chooses per
+   * call from V's statistics (docs/kernels.md). */
   SJ_ACCUM_PVI8_SPLITV = 8
 } sj_pv_accum;
 

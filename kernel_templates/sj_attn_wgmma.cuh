@@ -27,13 +27,15 @@
 // wgmma accumulator, added to O in fp32 registers; the tensor core's e4m3
 // accumulator keeps too few bits to carry O across a long sequence.  Row
 // sums of P come from the tensor core too (P times a block of ones).  With
-// split V (ACC_FP32_FP32_SPLITV, the default) every P.V k-step runs again
-// on the residual V tile, into the same accumulator.  With 16-bit P.V
+// split V (ACC_FP32_FP32_SPLITV) every P.V k-step runs again on the
+// residual V tile, into the same accumulator.  With 16-bit P.V
 // (ACC_PV16) P and V^T are in the input's type, wgmma k16 accumulates
 // straight into O (rescaled before the issue), with no tile accumulator.
 // With INT8 P.V (ACC_PVI8) P is u8, scaled so that its row max in the tile
 // is 255, V^T is u8 (s8 per channel + 128), and the tile accumulator is an
-// exact s32 one, folded into O without a conversion (fold_i8).
+// exact s32 one, folded into O without a conversion (fold_i8).  The
+// default, ACC_PVI8_SPLITV, runs the INT8 body or the split V body per
+// (batch, kv head), as the preprocessing chose from V's statistics.
 #pragma once
 #include "sj_abi.h"
 #include "sj_common.cuh"

@@ -237,9 +237,11 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
     if (fam == SJ_FAMILY_FP16PV)
       acc = SJ_ACCUM_FP32;
     else if (fam == SJ_FAMILY_WGMMA)
-      /* split V: relative L2 ~2.9e-2 instead of ~3.9e-2 (under the 3.5e-2
-       * gate) for 5-13 % of the attention time (docs/kernels.md) */
-      acc = SJ_ACCUM_FP32_FP32_SPLITV;
+      /* pvi8 where V is spread evenly (~1.5e-2 relative L2, 5-30 % faster
+       * than split V), split V where a few tokens dominate V (~2.9e-2,
+       * where pvi8 would reach 6-8e-2): both under the 3.5e-2 gate
+       * (docs/kernels.md) */
+      acc = SJ_ACCUM_PVI8_SPLITV;
     else /* consumer parts accumulate fp16 at twice the rate */
       acc = (t->sm == 89 || t->sm >= 120) ? SJ_ACCUM_FP32_FP16
                                           : SJ_ACCUM_FP32_FP32;

@@ -768,7 +768,7 @@ static void test_q_fused(void **state) {
   sj_context_destroy(ctx);
 }
 
-/* pvi8+splitv: kv_finalize picks pvi8 or split V per
+/* pvi8+splitv (the wgmma default, test_runtime): kv_finalize picks pvi8 or split V per
  * (batch, kv head) from V's statistics, and quant_qkv and the attention
  * kernel follow.  One call on V whose odd kv heads carry outlier tokens
  * (one token in 97 times 40: R ~ 400-900) and whose even kv heads are

@@ -109,7 +109,8 @@ static void test_plan_defaults(void **state) {
                                 -1, -1, &p, msg, sizeof msg),
                    SJ_OK);
   assert_int_equal(p.family, SJ_FAMILY_WGMMA);
-  assert_int_equal(p.accum, SJ_ACCUM_FP32_FP32_SPLITV);
+  /* pvi8 or split V per (batch, kv head), chosen by the preprocessing */
+  assert_int_equal(p.accum, SJ_ACCUM_PVI8_SPLITV);
   assert_int_equal(p.warp_q, 16); /* the quantizer's scale layout */
   assert_int_equal(p.n_specs, 4);
   assert_int_equal(p.wg_consumers, 2);
