@@ -39,6 +39,19 @@ static sj_context *gpu_ctx(sj_family fam) {
   return ctx;
 }
 
+/* A context whose device runs the wgmma family (sm_90a); else the test
+ * skips. */
+static sj_context *hopper_ctx(void) {
+  if (!tu_have_gpu())
+    skip();
+  sj_context *ctx = gpu_ctx(SJ_FAMILY_AUTO);
+  if (strcmp(ctx->target.name, "sm_90a") != 0) {
+    sj_context_destroy(ctx);
+    skip();
+  }
+  return ctx;
+}
+
 static int setup_gpu(void **state) {
   (void)state;
   return 0;
@@ -354,13 +367,7 @@ static void test_attention_matrix(void **state) {
  * D floats) and padded strides. */
 static void test_wgmma_matrix(void **state) {
   (void)state;
-  if (!tu_have_gpu())
-    skip();
-  sj_context *ctx = gpu_ctx(SJ_FAMILY_AUTO);
-  if (strcmp(ctx->target.name, "sm_90a") != 0) {
-    sj_context_destroy(ctx);
-    skip();
-  }
+  sj_context *ctx = hopper_ctx();
   static const sj_pv_accum accs[] = {SJ_ACCUM_FP32_FP32, SJ_ACCUM_DEFAULT,
                                      SJ_ACCUM_FP32_FP32_SPLITV, SJ_ACCUM_PV16,
                                      SJ_ACCUM_PVI8};
@@ -783,13 +790,7 @@ static size_t o_index(sj_layout lay, int hq, int nq, int d, int b, int h, int n)
 
 static void test_v_auto(void **state) {
   (void)state;
-  if (!tu_have_gpu())
-    skip();
-  sj_context *ctx = gpu_ctx(SJ_FAMILY_AUTO);
-  if (strcmp(ctx->target.name, "sm_90a") != 0) {
-    sj_context_destroy(ctx);
-    skip();
-  }
+  sj_context *ctx = hopper_ctx();
   static const struct {
     int b, hq, hk, nq, nk, d, causal, smooth_v;
     sj_layout lay;
