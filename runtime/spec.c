@@ -59,6 +59,15 @@ static const char *quant_name(sj_quant_gran q) {
     return "sj::PER_THREAD";
   }
 }
+/* The name a caller writes (the CLI's and Python's spelling). */
+static const char *accum_label(sj_pv_accum a) {
+  static const char *const names[] = {"default",          "fp32",
+                                      "fp32+fp32",        "fp16+fp32",
+                                      "fp32+fp16",        "fp32+fp32+splitv",
+                                      "pv16",             "pvi8",
+                                      "pvi8+splitv"};
+  return (unsigned)a < sizeof names / sizeof *names ? names[a] : "?";
+}
 static const char *accum_name(sj_pv_accum a) {
   switch (a) {
   case SJ_ACCUM_FP32_FP32:
@@ -255,11 +264,11 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
       (fam == SJ_FAMILY_FP8PV && !fp8_ok) ||
       (fam == SJ_FAMILY_WGMMA && !wg_ok)) {
     snprintf(msg, msg_size,
-             "pv_accum %d is not offered by the %s family (fp16pv: fp32, "
-             "fp16+fp32; fp8pv: fp32, fp32+fp32, fp32+fp16, "
+             "pv_accum %s (%d) is not offered by the %s family (fp16pv: "
+             "fp32, fp16+fp32; fp8pv: fp32, fp32+fp32, fp32+fp16, "
              "fp32+fp32+splitv; wgmma: fp32+fp32, fp32+fp32+splitv, pv16, "
              "pvi8, pvi8+splitv)",
-             (int)acc, sj_family_str(fam));
+             accum_label(acc), (int)acc, sj_family_str(fam));
     return SJ_ERR_UNSUPPORTED;
   }
   smooth_k = smooth_k < 0 ? 1 : smooth_k;
