@@ -44,7 +44,10 @@ enum Accum {
 };
 
 // pvi8+splitv: a (batch, kv head) stores V as s8 when R = sum_c max_c^2 /
-// sum_c mean_n(v_nc^2) <= PVI8_R_MAX.  s8 per channel rounds V with an
+// sum_c mean_n(v_nc^2) <= PVI8_R_MAX.  max_c is the range s8 must cover
+// (of V minus its mean under smooth_v) and the denominator V's own second
+// moment (what the output carries, mean included), so R measures the
+// rounding against the output's scale.  s8 per channel rounds V with an
 // rms error of about sqrt(R / 12) / 127 of V's rms: 2.3e-2 at R = 100,
 // where pvi8's whole output error meets split V's ~2.8e-2 (bench/v_spread.c;
 // Gaussian V has R ~ 15, 0.1 % of tokens x 20 R ~ 700-1300).

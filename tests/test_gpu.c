@@ -225,11 +225,10 @@ typedef struct gate {
  * is 5e-2 with cosine >= 0.999; the measured values are printed.  Split V
  * leaves P's rounding alone: the issue's FP8 gate, 3.5e-2. */
 static double g_fp8_worst, g_wgmma_worst, g_split_worst;
-/* Split V, alone or per head (pvi8+splitv, the wgmma default: test_runtime
- * checks the plan): the FP8 gate. */
+/* Split V asked for: the FP8 gate. */
 static int is_split(sj_family fam, sj_pv_accum acc) {
-  return acc == SJ_ACCUM_FP32_FP32_SPLITV || acc == SJ_ACCUM_PVI8_SPLITV ||
-         (fam == SJ_FAMILY_WGMMA && acc == SJ_ACCUM_DEFAULT);
+  (void)fam;
+  return acc == SJ_ACCUM_FP32_FP32_SPLITV;
 }
 static gate gate_for(sj_family fam, sj_pv_accum acc) {
   gate g = {1.5e-2, 0.9998};
@@ -238,8 +237,12 @@ static gate gate_for(sj_family fam, sj_pv_accum acc) {
   if (fam == SJ_FAMILY_WGMMA && acc == SJ_ACCUM_PV16)
     g.rel_l2 = 2e-2;
   /* INT8 P.V: u8 P per tile and row, u8 V per channel; ~1.8e-2 measured
-   * on this data (docs/kernels.md), well under split V's 2.9e-2 */
-  else if (fam == SJ_FAMILY_WGMMA && acc == SJ_ACCUM_PVI8) {
+   * on this data (docs/kernels.md), well under split V's 2.9e-2.  The
+   * wgmma default, pvi8+splitv (test_runtime checks the plan), takes pvi8
+   * for every head of this Gaussian data (R ~ 10-20; measured worst
+   * 1.67e-2), so pvi8's gate; test_v_auto covers its split V heads. */
+  else if (fam == SJ_FAMILY_WGMMA &&
+           (acc == SJ_ACCUM_PVI8 || acc == SJ_ACCUM_PVI8_SPLITV || acc == SJ_ACCUM_DEFAULT)) {
     g.rel_l2 = 2.5e-2;
     g.cosine = 0.9995;
   } else if (fam == SJ_FAMILY_FP8PV || fam == SJ_FAMILY_WGMMA) {
@@ -779,8 +782,10 @@ static void test_q_fused(void **state) {
  * (batch, kv head) from V's statistics, and quant_qkv and the attention
  * kernel follow.  One call on V whose odd kv heads carry outlier tokens
  * (one token in 97 times 40: R ~ 400-900) and whose even kv heads are
- * Gaussian (R ~ 10-20) must give, head by head and bit for bit, the output
- * and LSE of pvi8 on the even heads and of split V on the odd ones.
+ * Gaussian (R ~ 10-20), odd and even counted as batch + kv head so that
+ * the batch part of the choice's index is tested too, must give, head by
+ * head and bit for bit, the output and LSE of pvi8 on the Gaussian heads
+ * and of split V on the others.
  * Against the FP32 reference the mixed call must stay within the FP8 gate
  * (3.5e-2) on every head, where pvi8 alone exceeds it on outlier heads.  Both layouts, GQA, causal, smooth_v, head dims 64-256, bf16. */
 static size_t o_index(sj_layout lay, int hq, int nq, int d, int b, int h, int n) {
@@ -833,6 +838,7 @@ static void test_v_auto(void **state) {
       for (size_t j = 0; j < sz[i]; j++) {
         /* (b, head, token) of element j in this layout */
         const size_t row = j / (size_t)D;
+        const int bb = (int)(row / ((size_t)heads * (size_t)n_tok));
         const int hh = lay == SJ_LAYOUT_NHD ? (int)(row % (size_t)heads)
                                             : (int)(row / (size_t)n_tok % (size_t)heads);
         const int tok = lay == SJ_LAYOUT_NHD ? (int)(row / (size_t)heads % (size_t)n_tok)
@@ -840,7 +846,7 @@ static void test_v_auto(void **state) {
         float x = (float)tu_rand_normal(&seed);
         if (i == 1) /* K: a per-channel bias, as K smoothing expects */
           x += 0.5f * (float)(j % (size_t)D % 7);
-        if (i == 2 && hh % 2 == 1 && tok % 97 == 5) /* outlier tokens */
+        if (i == 2 && (bb + hh) % 2 == 1 && tok % 97 == 5) /* outlier tokens */
           x *= 40.f;
         h[j] = cases[ci].dt == SJ_DTYPE_BF16 ? tu_f32_to_bf16(x) : tu_f32_to_f16(x);
       }
@@ -880,7 +886,7 @@ static void test_v_auto(void **state) {
     /* head by head: the mode the data asks for, bit for bit */
     for (int b = 0; b < B; b++)
       for (int hh = 0; hh < HQ; hh++) {
-        const int hk = hh / (HQ / HK), want = hk % 2 ? 2 : 1;
+        const int hk = hh / (HQ / HK), want = (b + hk) % 2 ? 2 : 1;
         size_t same = 0, differs = 0, poisoned = 0;
         double err[3] = {0, 0, 0}, norm = 0;
         for (int n = 0; n < NQ; n++) {
@@ -888,6 +894,10 @@ static void test_v_auto(void **state) {
           same += memcmp(o[0] + at, o[want] + at, (size_t)D * 2) == 0;
           differs += memcmp(o[1] + at, o[2] + at, (size_t)D * 2) != 0;
           const size_t li = ((size_t)b * HQ + hh) * NQ + n;
+          uint32_t bits;
+          memcpy(&bits, &l[0][li], 4);
+          if (bits == 0xffffffffu) /* the poison: a row without its LSE */
+            fail_msg("case %zu b%d h%d row %d: no LSE written", ci, b, hh, n);
           if (memcmp(&l[0][li], &l[want][li], 4) != 0)
             fail_msg("case %zu b%d h%d row %d: LSE differs from mode %d's", ci, b, hh,
                      n, want);
