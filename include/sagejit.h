@@ -165,6 +165,9 @@ typedef enum sj_pv_accum {
    * call from V's statistics (docs/kernels.md). */
   SJ_ACCUM_PVI8_SPLITV = 8
 } sj_pv_accum;
+/* The mode's name as the CLI and the Python package spell it ("fp32+fp32",
+ * "pvi8+splitv", "default"); "?" for an unknown value, never NULL. */
+SJ_API const char *sj_pv_accum_name(sj_pv_accum a);
 
 /* Where the causal diagonal sits when seq_q != seq_kv.
  *  TOP_LEFT: query i sees keys j <= i (SageAttention, PyTorch is_causal).

@@ -59,8 +59,7 @@ static const char *quant_name(sj_quant_gran q) {
     return "sj::PER_THREAD";
   }
 }
-/* The name a caller writes (the CLI's and Python's spelling). */
-static const char *accum_label(sj_pv_accum a) {
+const char *sj_pv_accum_name(sj_pv_accum a) {
   static const char *const names[] = {"default",          "fp32",
                                       "fp32+fp32",        "fp16+fp32",
                                       "fp32+fp16",        "fp32+fp32+splitv",
@@ -268,7 +267,7 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
              "fp32, fp16+fp32; fp8pv: fp32, fp32+fp32, fp32+fp16, "
              "fp32+fp32+splitv; wgmma: fp32+fp32, fp32+fp32+splitv, pv16, "
              "pvi8, pvi8+splitv)",
-             accum_label(acc), (int)acc, sj_family_str(fam));
+             sj_pv_accum_name(acc), (int)acc, sj_family_str(fam));
     return SJ_ERR_UNSUPPORTED;
   }
   smooth_k = smooth_k < 0 ? 1 : smooth_k;

@@ -656,6 +656,14 @@ static void test_status_strings(void **state) {
     assert_true(!strncmp(sj_status_name((sj_status)s), "SJ_", 3));
   }
   assert_string_equal(sj_status_string((sj_status)999), "unknown status");
+  /* accumulation modes by the names the CLI and Python accept */
+  static const char *const accum[] = {"default",   "fp32",      "fp32+fp32",
+                                      "fp16+fp32", "fp32+fp16", "fp32+fp32+splitv",
+                                      "pv16",      "pvi8",      "pvi8+splitv"};
+  for (int a = SJ_ACCUM_DEFAULT; a <= SJ_ACCUM_PVI8_SPLITV; a++)
+    assert_string_equal(sj_pv_accum_name((sj_pv_accum)a), accum[a]);
+  assert_string_equal(sj_pv_accum_name((sj_pv_accum)(SJ_ACCUM_PVI8_SPLITV + 1)), "?");
+  assert_string_equal(sj_pv_accum_name((sj_pv_accum)-1), "?");
   assert_int_equal(sj_version_number(), SAGEJIT_VERSION_NUMBER);
   assert_string_equal(sj_version(), SAGEJIT_VERSION_STRING);
 }

@@ -210,7 +210,6 @@ int cli_check_range(const cli_command *cmd, const char *opt, long long v,
 const char *cli_dtype_name(sj_dtype d);
 const char *cli_family_name(sj_family f);
 const char *cli_quant_name(sj_quant_gran q);
-const char *cli_accum_name(sj_pv_accum a);
 const char *cli_layout_name(sj_layout l);
 /* "1.5 MiB" */
 void cli_format_bytes(int64_t bytes, char *buf, size_t size);

@@ -917,30 +917,6 @@ const char *cli_quant_name(sj_quant_gran q) {
   return "?";
 }
 
-const char *cli_accum_name(sj_pv_accum a) {
-  switch (a) {
-  case SJ_ACCUM_DEFAULT:
-    return "default";
-  case SJ_ACCUM_FP32:
-    return "fp32";
-  case SJ_ACCUM_FP32_FP32:
-    return "fp32+fp32";
-  case SJ_ACCUM_FP16_FP32:
-    return "fp16+fp32";
-  case SJ_ACCUM_FP32_FP16:
-    return "fp32+fp16";
-  case SJ_ACCUM_FP32_FP32_SPLITV:
-    return "fp32+fp32+splitv";
-  case SJ_ACCUM_PV16:
-    return "pv16";
-  case SJ_ACCUM_PVI8:
-    return "pvi8";
-  case SJ_ACCUM_PVI8_SPLITV:
-    return "pvi8+splitv";
-  }
-  return "?";
-}
-
 const char *cli_layout_name(sj_layout l) {
   return l == SJ_LAYOUT_NHD ? "NHD" : "HND";
 }

@@ -175,7 +175,7 @@ static void json_shape(cli_json *j, const sj_attention_params *p,
   cj_str(j, "dtype", cli_dtype_name(p->dtype));
   cj_str(j, "family", cli_family_name(fam));
   cj_str(j, "quant", cli_quant_name(p->qk_quant));
-  cj_str(j, "accum", cli_accum_name(p->pv_accum));
+  cj_str(j, "accum", sj_pv_accum_name(p->pv_accum));
 }
 
 static int run_matrix(const bench_opts *o, const axes *a) {
@@ -240,7 +240,7 @@ static int run_matrix(const bench_opts *o, const axes *a) {
                   failed++;
                 char qa[32];
                 snprintf(qa, sizeof qa, "%s/%s", cli_quant_name(a->qs[qi]),
-                         cli_accum_name(a->accs[ai]));
+                         sj_pv_accum_name(a->accs[ai]));
                 if (o->common.json) {
                   cj_obj_begin(&j, NULL);
                   json_shape(&j, &c.params, fam);

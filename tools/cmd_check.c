@@ -169,7 +169,7 @@ static void json_case(cli_json *j, const case_out *co) {
                                 : "top_left");
   cj_str(j, "family", cli_family_name(co->family));
   cj_str(j, "quant", cli_quant_name(p->qk_quant));
-  cj_str(j, "accum", cli_accum_name(p->pv_accum));
+  cj_str(j, "accum", sj_pv_accum_name(p->pv_accum));
   cj_bool(j, "pad_strides", co->c.pad_strides);
   cj_num(j, "k_bias", co->c.k_bias);
   cj_bool(j, "with_lse", co->c.with_lse);
@@ -351,7 +351,7 @@ int cmd_check(int argc, char **argv) {
       if (co->c.params.qk_quant || co->c.params.pv_accum)
         snprintf(opts, sizeof opts, " %s/%s",
                  cli_quant_name(co->c.params.qk_quant),
-                 cli_accum_name(co->c.params.pv_accum));
+                 sj_pv_accum_name(co->c.params.pv_accum));
       char d2[200];
       snprintf(d2, sizeof d2, "%s%s", desc, opts);
       if (co->st == SJ_OK)
