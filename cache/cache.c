@@ -766,6 +766,20 @@ static int insert_row(sj_cache *c, const sj_cache_row *r, size_t size) {
     sqlite3_clear_bindings(c->put);
   }
   int stored = rc == SQLITE_OK && sqlite3_changes(c->main.db) == 1;
+  /* The kernel is there now: its compile lease, whoever holds it, ends in
+   * the same transaction.  (Released afterwards, a holder killed between
+   * the two left a row no later call ever looked at again: every call
+   * then hits the kernel and never asks for its lease.) */
+  if (rc == SQLITE_OK) {
+    sqlite3_stmt *st = NULL;
+    rc = sjc_prepare(c->main.db, "DELETE FROM leases WHERE key = ?1", &st);
+    if (rc == SQLITE_OK) {
+      sqlite3_bind_blob(st, 1, r->key, SJ_KEY_BYTES, SQLITE_STATIC);
+      rc = sqlite3_step(st);
+      rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
+    }
+    sqlite3_finalize(st);
+  }
   if (rc == SQLITE_OK)
     rc = sjc_commit(c->main.db);
   if (rc != SQLITE_OK) {

@@ -320,6 +320,12 @@ static void test_lease_basics(void **state) {
   assert_int_equal(sj_cache_lease_acquire(c, m.key.bytes, 60000), 1);
   assert_int_equal(tcu_sql_int(f->db, "SELECT pid FROM leases"),
                    (int64_t)getpid());
+  /* storing the kernel ends its lease, whoever holds it (a holder killed
+   * after the store and before its release leaves no row behind) */
+  assert_int_equal(tcu_sql(f->db, "UPDATE leases SET pid = 1, host = 'elsewhere'"), 0);
+  assert_int_equal(img_put(c, &m), 0);
+  assert_int_equal(tcu_sql_int(f->db, "SELECT count(*) FROM leases"), 0);
+  assert_int_equal(img_hit(c, &m), 1);
   sj_cache_close(c);
   img_free(&m);
   /* no file, no leases */
