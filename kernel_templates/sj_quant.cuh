@@ -547,7 +547,10 @@ __global__ void __launch_bounds__(QUANT_THREADS, QUANT_MIN_CTAS) quant_qkv(const
   const sj_geom &G = a.g;
   // SJ_F_Q_FUSED: the attention kernel quantizes Q; the grid has no Q blocks
   const int x = blockIdx.x + ((a.flags & SJ_F_Q_FUSED) ? G.n_qblk : 0);
-  const int h = blockIdx.y, b = blockIdx.z;
+  // Heads in the reverse of kv_stats' order: the first blocks read the K/V
+  // rows kv_stats read last (some still in L2), and the last ones write the
+  // k8/v8 rows the attention kernel reads first (bench/NOTES.md, p3).
+  const int h = gridDim.y - 1 - blockIdx.y, b = gridDim.z - 1 - blockIdx.z;
   // what this CTA does: Q block x, K block x - n_qblk, or V block beyond
   const bool is_q = x < G.n_qblk, is_k = !is_q && x < G.n_qblk + G.n_kblk;
   const bool is_v = !is_q && !is_k && (a.flags & SJ_F_QUANT_V) != 0;
