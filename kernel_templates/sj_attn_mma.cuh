@@ -6,7 +6,11 @@
 //   FP16PV: P in fp16 (bf16 for bf16 input in fp32 mode), V read straight
 //           from the caller's tensor, mma.m16n8k16;
 //   FP8PV:  P in e4m3 offset so its max is 448, V pre-transposed to e4m3
-//           with a per-channel scale, mma.m16n8k32.e4m3.
+//           with a per-channel scale, mma.m16n8k32.e4m3; or (ACC_PVI8) P
+//           in u8, 255 at its row max in the step, V as u8 (s8 per channel
+//           + 128), mma.m16n8k32.u8 into an exact s32 tile accumulator that
+//           is folded into O without a conversion (fma_ieee, as the wgmma
+//           family's fold_i8).
 // One CTA computes BLK_Q = 128 query rows of one (batch, head); each warp
 // owns WARP_Q rows (WARP_Q / 16 m-tiles) and walks the KV sequence in tiles
 // of BLK_K = 64 keys, STAGES deep through cp.async.
@@ -146,6 +150,12 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
   // Split V: each P.V mma runs twice, on V and on its residual.
   constexpr bool SPLIT = F8 && ACC == ACC_FP32_FP32_SPLITV;
   constexpr bool TILE_F16 = ACC == ACC_FP16_FP32 || ACC == ACC_FP32_FP16;
+  // INT8 P.V: O and d are kept in units of 2^(I8_EXP - 149); the fold's
+  // factor beta = 2^(step max - m + I8_EXP) <= 2^(TAU + I8_EXP) stays
+  // finite, and a step's s32 sums (< 64 * 255 * 255 < 2^23) are exact
+  // subnormals.
+  constexpr bool I8 = F8 && ACC == ACC_PVI8;
+  constexpr float I8_EXP = 120.f;
   // Row sums of P on the tensor core (see the step): FP8PV everywhere
   // (H100, where its mma is emulated: −2 to +14 %; native on sm89+);
   // FP16PV at D >= 128 without the causal mask (+6-8 %; at D = 64 and
@@ -164,8 +174,12 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
   // float_bits(0x4B400000 + x) == 12582912 + x exactly (|S| <= 127*127*256).
   // Lazy-rescale threshold (log2 units) and the FP8 offset that keeps
   // P <= 448 with it.  fp16 tile accumulators (fp16+fp32) need P <= 1.
+  // INT8 P is scaled by its row max in the step, not by the running max,
+  // so the lazy rescale costs it no bits.
   constexpr float TAU = F8 ? 4.0f : (ACC == ACC_FP16_FP32 ? 0.0f : 8.0f);
-  constexpr float P_OFFSET = FP8_P_OFFSET - (F8 ? TAU : 0.0f);
+  constexpr float P_OFFSET = I8 ? U8_P_OFFSET : FP8_P_OFFSET - (F8 ? TAU : 0.0f);
+  // log2 of d's unit against the exps' (the LSE)
+  constexpr float L_OFFSET = I8 ? U8_P_OFFSET + I8_EXP - 149.f : (F8 ? P_OFFSET : 0.f);
   constexpr int MAGIC_I = 0x4B400000;
   constexpr float MAGIC_F = 12582912.0f;
   typedef AttnSmem<FAM, D, SPLIT> S;
@@ -424,7 +438,7 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
     };
     convert(mask);
 
-    float o_scale[MT][2];
+    float o_scale[MT][2], beta[MT][2];
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -457,10 +471,16 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
         const float m_ref = m_new == neg_inf() ? 0.f : m_new;
         o_scale[mt][hf] = upd ? fast_exp2(m_old - m_ref) : 1.f;
         m[mt][hf] = m_new;
+        // INT8 P: 255 at the row's max in this step (a row with no key
+        // here: P = 0, beta = 0)
+        if (I8)
+          beta[mt][hf] = fast_exp2(mx - m_ref + I8_EXP);
+        const float m_p = !I8 ? m_ref - P_OFFSET
+                              : (mx == neg_inf() ? 0.f : mx) - P_OFFSET;
         // p = 2^((x - MAGIC_F) mult - sub) = 2^(x mult - c): one FFMA; x mult
         // rounds at 2^-24 of MAGIC_F mult, ~1e-5 in log2 units for real
         // scales, far below the INT8 score error.
-        const float c = fmaf(MAGIC_F, mult, F8 ? m_ref - P_OFFSET : m_ref);
+        const float c = fmaf(MAGIC_F, mult, F8 ? m_p : m_ref);
         float sum = 0.f;
 #pragma unroll
         for (int nt = 0; nt < NT; nt++)
@@ -481,7 +501,14 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
       for (int kc = 0; kc < KC; kc++) {
-        if (F8) {
+        if (I8) {
+          const float *s0 = sf[mt][4 * kc], *s1 = sf[mt][4 * kc + 1];
+          const float *s2 = sf[mt][4 * kc + 2], *s3 = sf[mt][4 * kc + 3];
+          pa[mt][kc][0] = pack4_u8(s0[0], s0[1], s1[0], s1[1]);
+          pa[mt][kc][1] = pack4_u8(s0[2], s0[3], s1[2], s1[3]);
+          pa[mt][kc][2] = pack4_u8(s2[0], s2[1], s3[0], s3[1]);
+          pa[mt][kc][3] = pack4_u8(s2[2], s2[3], s3[2], s3[3]);
+        } else if (F8) {
           const float *s0 = sf[mt][4 * kc], *s1 = sf[mt][4 * kc + 1];
           const float *s2 = sf[mt][4 * kc + 2], *s3 = sf[mt][4 * kc + 3];
           pa[mt][kc][0] = (u32)pack_e4m3x2(s0[0], s0[1]) |
@@ -512,7 +539,18 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
     // ones gives the step's whole row sum in one mma per k-chunk and
     // m-tile, instead of an FADD per score and a quad sum at the end; the
     // denominator then sums exactly the P that the numerator multiplies.
-    if (TC_SUM) {
+    if (I8) {
+      // the step's exact u8 row sums, folded into d like P.V into O
+#pragma unroll
+      for (int mt = 0; mt < MT; mt++) {
+        i32 acc[4] = {0, 0, 0, 0};
+#pragma unroll
+        for (int kc = 0; kc < KC; kc++)
+          mma_u8(acc, pa[mt][kc], 0x01010101u, 0x01010101u);
+        d[mt][0] = fma_ieee(__int_as_float(acc[0]), beta[mt][0], d[mt][0]);
+        d[mt][1] = fma_ieee(__int_as_float(acc[2]), beta[mt][1], d[mt][1]);
+      }
+    } else if (TC_SUM) {
       const u32 ones = F8 ? 0x38383838u : PV_BF16 ? 0x3F803F80u : 0x3C003C00u;
 #pragma unroll
       for (int mt = 0; mt < MT; mt++) {
@@ -551,7 +589,8 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
 #pragma unroll
     for (int grp = 0; grp < (TWO_LEVEL ? DN / 2 / GP : 1); grp++) {
       constexpr int NPG = TWO_LEVEL ? GP : DN / 2; // pairs in this pass
-      float acc[TWO_LEVEL ? MT : 1][TWO_LEVEL ? 2 * GP : 1][4];
+      float acc[TWO_LEVEL && !I8 ? MT : 1][TWO_LEVEL && !I8 ? 2 * GP : 1][4];
+      i32 acci[I8 ? MT : 1][I8 ? 2 * GP : 1][4];
       u32 acc16[TILE_F16 ? MT : 1][TILE_F16 ? 2 * GP : 1][2];
       if (TWO_LEVEL) {
 #pragma unroll
@@ -559,8 +598,12 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
 #pragma unroll
           for (int x = 0; x < 2 * GP; x++) {
 #pragma unroll
-            for (int e = 0; e < 4; e++)
-              acc[TWO_LEVEL ? mt : 0][TWO_LEVEL ? x : 0][e] = 0.f;
+            for (int e = 0; e < 4; e++) {
+              if (I8)
+                acci[I8 ? mt : 0][I8 ? x : 0][e] = 0;
+              else
+                acc[TWO_LEVEL && !I8 ? mt : 0][TWO_LEVEL && !I8 ? x : 0][e] = 0.f;
+            }
             if (TILE_F16)
               acc16[TILE_F16 ? mt : 0][TILE_F16 ? x : 0][0] =
                   acc16[TILE_F16 ? mt : 0][TILE_F16 ? x : 0][1] = 0u;
@@ -596,13 +639,16 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
           for (int mt = 0; mt < MT; mt++) {
             const int x0 = TWO_LEVEL ? 2 * pi : 0, x1 = TWO_LEVEL ? 2 * pi + 1 : 0;
             const int am = TWO_LEVEL ? mt : 0;
-            if (F8) {
+            if (I8) {
+              mma_u8(acci[I8 ? mt : 0][I8 ? x0 : 0], pa[mt][kc], b0, b1);
+              mma_u8(acci[I8 ? mt : 0][I8 ? x1 : 0], pa[mt][kc], b2, b3);
+            } else if (F8) {
               if (TILE_F16) {
                 mma_e4m3_f16(acc16[TILE_F16 ? mt : 0][TILE_F16 ? 2 * pi : 0], pa[mt][kc], b0, b1);
                 mma_e4m3_f16(acc16[TILE_F16 ? mt : 0][TILE_F16 ? 2 * pi + 1 : 0], pa[mt][kc], b2, b3);
               } else if (TWO_LEVEL) {
-                mma_e4m3_f32(acc[am][x0], pa[mt][kc], b0, b1);
-                mma_e4m3_f32(acc[am][x1], pa[mt][kc], b2, b3);
+                mma_e4m3_f32(acc[TWO_LEVEL && !I8 ? am : 0][TWO_LEVEL && !I8 ? x0 : 0], pa[mt][kc], b0, b1);
+                mma_e4m3_f32(acc[TWO_LEVEL && !I8 ? am : 0][TWO_LEVEL && !I8 ? x1 : 0], pa[mt][kc], b2, b3);
               } else {
                 mma_e4m3_f32(o[mt][2 * np], pa[mt][kc], b0, b1);
                 mma_e4m3_f32(o[mt][2 * np + 1], pa[mt][kc], b2, b3);
@@ -634,12 +680,19 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
               tv[1] = f16hi(a16[0]);
               tv[2] = f16lo(a16[1]);
               tv[3] = f16hi(a16[1]);
-            } else {
+            } else if (!I8) {
 #pragma unroll
               for (int e = 0; e < 4; e++)
-                tv[e] = acc[TWO_LEVEL ? mt : 0][TWO_LEVEL ? x : 0][e];
+                tv[e] = acc[TWO_LEVEL && !I8 ? mt : 0][TWO_LEVEL && !I8 ? x : 0][e];
             }
             const int nt = grp * 2 * GP + x;
+            if (I8) {
+#pragma unroll
+              for (int e = 0; e < 4; e++)
+                o[mt][nt][e] = fma_ieee(__int_as_float(acci[I8 ? mt : 0][I8 ? x : 0][e]),
+                                        beta[mt][e >> 1], o[mt][nt][e] * o_scale[mt][e >> 1]);
+              continue;
+            }
 #pragma unroll
             for (int e = 0; e < 4; e++)
               o[mt][nt][e] = o[mt][nt][e] * o_scale[mt][e >> 1] + tv[e];
@@ -682,7 +735,9 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
 #pragma unroll
       for (int nt = 0; nt < DN; nt++) {
         const int ch = nt * 8 + 2 * t;
-        float v0 = o[mt][nt][2 * hf] * inv, v1 = o[mt][nt][2 * hf + 1] * inv;
+        // (INT8 P.V: V was stored + 128; a row with no key stays 0)
+        const float off = I8 && dsum > 0.f ? -128.f : 0.f;
+        float v0 = fmaf(o[mt][nt][2 * hf], inv, off), v1 = fmaf(o[mt][nt][2 * hf + 1], inv, off);
         if (F8) {
           const float *vs = (const float *)a.v_scale + bhk * D;
           v0 *= vs[ch];
@@ -696,7 +751,7 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
         *(u32 *)(sO + lrow * O_PITCH + ch * 2) = pack2<DT>(v0, v1);
       }
       if ((a.flags & SJ_F_LSE) && t == 0 && row < len_q)
-        store_lse(a, lse0, row, m[mt][hf], dsum, F8 ? P_OFFSET : 0.f);
+        store_lse(a, lse0, row, m[mt][hf], dsum, L_OFFSET);
     }
   __syncthreads();
   store_o_rows<D>(a, sq, b, h, q0, sO, O_PITCH, threadIdx.x, NTHREADS);

@@ -342,11 +342,7 @@ __device__ __forceinline__ void fold(float (&o)[N], const float (&acc)[N],
 // and adds it to O, which is kept in units of 2^(I8_EXP - 149).  The row
 // sums get the same treatment, so O / l is unaffected, and O / l - 128 is
 // the s8 result: the offset costs nothing but a subtraction per output.
-__device__ __forceinline__ float fma_ieee(float a, float b, float c) {
-  float d;
-  asm("fma.rn.f32 %0, %1, %2, %3;" : "=f"(d) : "f"(a), "f"(b), "f"(c));
-  return d;
-}
+// (fma_ieee: sj_common.cuh)
 template <int N>
 __device__ __forceinline__ void fold_i8(float (&o)[N], const i32 (&acc)[N],
                                         const float (&alpha)[2], const float (&beta)[2],

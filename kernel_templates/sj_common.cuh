@@ -170,6 +170,15 @@ __device__ __forceinline__ u32 pack4_u8(float x0, float x1, float x2, float x3) 
   return __byte_perm(lo, hi, 0x6420);
 }
 
+// a * b + c in IEEE arithmetic, subnormal inputs included (no flush to
+// zero): the INT8 P.V folds read an exact s32 tile sum as the subnormal
+// float acc * 2^-149 (sj_attn_wgmma.cuh, fold_i8; sj_attn_mma.cuh).
+__device__ __forceinline__ float fma_ieee(float a, float b, float c) {
+  float d;
+  asm("fma.rn.f32 %0, %1, %2, %3;" : "=f"(d) : "f"(a), "f"(b), "f"(c));
+  return d;
+}
+
 // Round to nearest even and saturate to [-127, 127].
 __device__ __forceinline__ int quant_s8(float x) {
   int r = __float2int_rn(x);
@@ -304,6 +313,14 @@ template <int DT> __device__ __forceinline__ void unpack8(const u32x4 &w, float 
 // D(16x8 s32) += A(16x32 s8, row) * B(32x8 s8, col)
 __device__ __forceinline__ void mma_s8(i32 *d, const u32 *a, u32 b0, u32 b1) {
   asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 "
+               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// D(16x8 s32) += A(16x32 u8, row) * B(32x8 u8, col): INT8 P.V (P and
+// V + 128 both unsigned), the same fragments as the e4m3 P.V.
+__device__ __forceinline__ void mma_u8(i32 *d, const u32 *a, u32 b0, u32 b1) {
+  asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32 "
                "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));

@@ -257,7 +257,7 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
   const int fp16_ok = acc == SJ_ACCUM_FP32 || acc == SJ_ACCUM_FP16_FP32;
   const int split = acc == SJ_ACCUM_FP32_FP32_SPLITV;
   const int fp8_ok = acc == SJ_ACCUM_FP32 || acc == SJ_ACCUM_FP32_FP32 ||
-                     acc == SJ_ACCUM_FP32_FP16 || split;
+                     acc == SJ_ACCUM_FP32_FP16 || split || acc == SJ_ACCUM_PVI8;
   const int wg_ok = wgmma_accum(acc);
   if ((fam == SJ_FAMILY_FP16PV && !fp16_ok) ||
       (fam == SJ_FAMILY_FP8PV && !fp8_ok) ||
@@ -265,8 +265,8 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
     snprintf(msg, msg_size,
              "pv_accum %s (%d) is not offered by the %s family (fp16pv: "
              "fp32, fp16+fp32; fp8pv: fp32, fp32+fp32, fp32+fp16, "
-             "fp32+fp32+splitv; wgmma: fp32+fp32, fp32+fp32+splitv, pv16, "
-             "pvi8, pvi8+splitv)",
+             "fp32+fp32+splitv, pvi8; wgmma: fp32+fp32, fp32+fp32+splitv, "
+             "pv16, pvi8, pvi8+splitv)",
              sj_pv_accum_name(acc), (int)acc, sj_family_str(fam));
     return SJ_ERR_UNSUPPORTED;
   }

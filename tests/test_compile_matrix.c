@@ -65,7 +65,7 @@ static void test_full_matrix_per_family(void **state) {
     int64_t want;
   } cases[] = {
       {"sm_80", SJ_FAMILY_FP16PV, "sj::attn_mma<sj::FP16PV,", 2 * 2 * 5 * 2 * 3},
-      {"sm_89", SJ_FAMILY_FP8PV, "sj::attn_mma<sj::FP8PV,", 4 * 2 * 5 * 2 * 3},
+      {"sm_89", SJ_FAMILY_FP8PV, "sj::attn_mma<sj::FP8PV,", 5 * 2 * 5 * 2 * 3},
       {"sm_90a", SJ_FAMILY_WGMMA, "sj::attn_wgmma<", 5 * 2 * 3 * 2 * 3},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {

@@ -380,6 +380,7 @@ static void test_nonfinite_confined(void **state) {
                {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP32},
                {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP16},
                {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP32_SPLITV},
+               {SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8},
                {SJ_FAMILY_WGMMA, SJ_ACCUM_FP32_FP32},
                {SJ_FAMILY_WGMMA, SJ_ACCUM_FP32_FP32_SPLITV},
                {SJ_FAMILY_WGMMA, SJ_ACCUM_PV16},

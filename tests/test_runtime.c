@@ -212,10 +212,30 @@ static void test_plan_defaults(void **state) {
                    SJ_OK);
   assert_int_equal(sj_spec_shape(&p.specs[3]).smem_bytes,
                    sj_spec_shape(&plain.specs[3]).smem_bytes);
+  /* and of the fp8pv family (mma.m16n8k32.u8), with the same quantizer:
+   * u8 V, one byte per value, so e4m3's stage count */
+  sj_plan fp8plain;
   assert_int_equal(sj_plan_make(&t89, SJ_FAMILY_FP8PV, SJ_DTYPE_FP16, 128, 0, 0,
-                                SJ_ACCUM_PVI8, -1, -1, &p, msg, sizeof msg),
-                   SJ_ERR_UNSUPPORTED);
-  assert_non_null(strstr(msg, "pv_accum pvi8 (7) is not offered by the fp8pv family"));
+                                SJ_ACCUM_FP32_FP32, -1, -1, &fp8plain, msg, sizeof msg),
+                   SJ_OK);
+  assert_int_equal(sj_plan_make(&t89, SJ_FAMILY_FP8PV, SJ_DTYPE_FP16, 128, 0, 0,
+                                SJ_ACCUM_PVI8, -1, 1, &p, msg, sizeof msg),
+                   SJ_OK);
+  assert_int_equal(p.family, SJ_FAMILY_FP8PV);
+  assert_int_equal(p.stages, fp8plain.stages);
+  assert_int_equal(sj_spec_name(&p.specs[2], name, sizeof name), 0);
+  assert_string_equal(name, "sj::quant_qkv<sj::FP16,128,sj::PER_THREAD,32,3>");
+  /* the fp32+fp32 kernel's name but for the mode */
+  {
+    char plain_name[256], want[256];
+    assert_int_equal(sj_spec_name(&fp8plain.specs[3], plain_name, sizeof plain_name), 0);
+    char *at = strstr(plain_name, "sj::ACC_FP32_FP32,");
+    assert_non_null(at);
+    snprintf(want, sizeof want, "%.*ssj::ACC_PVI8,%s", (int)(at - plain_name), plain_name,
+             at + strlen("sj::ACC_FP32_FP32,"));
+    assert_int_equal(sj_spec_name(&p.specs[3], name, sizeof name), 0);
+    assert_string_equal(name, want);
+  }
   assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_FP16PV, SJ_DTYPE_FP16, 128, 0, 0,
                                 SJ_ACCUM_PVI8, -1, -1, &p, msg, sizeof msg),
                    SJ_ERR_UNSUPPORTED);
