@@ -759,8 +759,6 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
       // INT8 P: 255 at the row's max in this tile; the tile's P.V and row
       // sum carry the factor beta to the running max (<= 2^TAU).  (A fully
       // masked row: mx = -inf, P = 0, beta = 0.)
-      if constexpr (I8)
-        beta[hf] = fast_exp2(mx - m_ref + I8_EXP);
       const float m_p = !I8 ? m_ref : (mx == neg_inf() ? 0.f : mx);
       // p = 2^((x - MAGIC_F) mult - m_ref + P_OFFSET) = 2^(x mult - c): one
       // FFMA.  x mult rounds at 2^-24 of MAGIC_F mult, about 1e-5 in log2
@@ -769,6 +767,19 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
 #pragma unroll
       for (int kb = 0; kb < KB; kb++)
         c[hf][kb] = fmaf(MAGIC_F, mult[kb], sub);
+      if constexpr (I8) {
+        // less two ulps of the largest c, so that no c's rounding takes P
+        // past 255 (two_ulp); beta carries the factor back
+        float cmax = 0.f;
+#pragma unroll
+        for (int kb = 0; kb < KB; kb++)
+          cmax = fmaxf(cmax, fabsf(c[hf][kb]));
+        const float u = two_ulp(cmax);
+#pragma unroll
+        for (int kb = 0; kb < KB; kb++)
+          c[hf][kb] += u;
+        beta[hf] = fast_exp2(mx - m_ref + (I8_EXP + u));
+      }
     }
     // 16-bit P.V accumulates into O itself: rescale O first (its last
     // P.V was waited for at the end of the previous step).

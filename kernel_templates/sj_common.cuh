@@ -179,6 +179,15 @@ __device__ __forceinline__ float fma_ieee(float a, float b, float c) {
   return d;
 }
 
+// Two units in the last place of |x| (0 below 2^-102): the margin that
+// keeps INT8 P at most 255 (the exps' subtrahend c = MAGIC_F mult + m
+// rounds at half an ulp of c, which for |Q|max |K|max above a few hundred
+// is more than the 0.0025 log2 units between 255 and the 255.4375 that
+// pack4_u8 would round to 256, i.e. to 0).
+__device__ __forceinline__ float two_ulp(float x) {
+  return __int_as_float(max((int)(__float_as_uint(x) & 0x7f800000u) - (22 << 23), 0));
+}
+
 // Round to nearest even and saturate to [-127, 127].
 __device__ __forceinline__ int quant_s8(float x) {
   int r = __float2int_rn(x);

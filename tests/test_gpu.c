@@ -461,6 +461,77 @@ static void test_splitv_gain(void **state) {
   assert_int_equal(ran, wg ? 16 : 8);
 }
 
+/* INT8 P.V with large scores: P is packed as u8 with 255 at the row's max,
+ * after an exp2 whose subtrahend rounds at half an ulp of MAGIC_F * mult;
+ * once |Q|max |K|max sm_scale is large (mult >~ 5e-3), that rounding alone
+ * could take the max past 255.4375, which packs to 0 (the dominant key of
+ * a row dropped).  The kernels keep P two ulps of c below 255 (two_ulp in
+ * sj_common.cuh).  With sm_scale 4 and 8 the attention is nearly one-hot,
+ * so a dropped max destroys a row: pvi8 (and the wgmma default) must stay
+ * within 1.5x fp32+fp32's error (+ 5e-3) on the same data, where fp32+fp32's
+ * e4m3 P saturates instead. */
+static void test_pvi8_large_scores(void **state) {
+  (void)state;
+  if (!tu_have_gpu())
+    skip();
+  sj_context *ctx = gpu_ctx(SJ_FAMILY_AUTO);
+  if (ctx->target.sm < 89) { /* no FP8PV */
+    sj_context_destroy(ctx);
+    skip();
+  }
+  const int wg = strcmp(ctx->target.name, "sm_90a") == 0;
+  static const struct {
+    sj_family fam;
+    sj_pv_accum acc;
+  } modes[] = {{SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8},
+               {SJ_FAMILY_WGMMA, SJ_ACCUM_PVI8},
+               {SJ_FAMILY_WGMMA, SJ_ACCUM_PVI8_SPLITV}};
+  const shape sh = {1, 4, 2, 300, 1000};
+  int ran = 0;
+  for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
+    if (modes[m].fam == SJ_FAMILY_WGMMA && !wg)
+      continue;
+    for (int d = 64; d <= 128; d += 64)
+      for (int causal = 0; causal <= 1; causal++)
+        for (int k = 0; k < 2; k++) {
+          const float sm_scale = k ? 8.f : 4.f;
+          double err[2];
+          for (int plain = 0; plain < 2; plain++) {
+            sj_check_case cc;
+            memset(&cc, 0, sizeof cc);
+            sj_attention_params_init(&cc.params);
+            cc.params.dtype = SJ_DTYPE_FP16;
+            cc.params.layout = SJ_LAYOUT_HND;
+            cc.params.batch = sh.b;
+            cc.params.heads_q = sh.hq;
+            cc.params.heads_kv = sh.hk;
+            cc.params.seq_q = sh.nq;
+            cc.params.seq_kv = sh.nk;
+            cc.params.head_dim = d;
+            cc.params.causal = causal;
+            cc.params.family = modes[m].fam;
+            cc.params.pv_accum = plain ? SJ_ACCUM_FP32_FP32 : modes[m].acc;
+            cc.params.sm_scale = sm_scale;
+            cc.seed = 31 + (uint64_t)(d + causal + 2 * k);
+            cc.k_bias = 4.0f;
+            sj_check_result r;
+            if (sj_check(ctx, &cc, &r) != SJ_OK)
+              fail_msg("sj_check: %s", sj_context_last_error(ctx));
+            assert_int_equal(r.nonfinite, 0);
+            err[plain] = r.rel_l2;
+          }
+          print_message("large scores: fam%d acc%d d%d causal%d sm_scale %g: rel L2 %.4g "
+                        "(fp32+fp32 %.4g)\n",
+                        (int)modes[m].fam, (int)modes[m].acc, d, causal, (double)sm_scale,
+                        err[0], err[1]);
+          assert_true(err[0] <= 1.5 * err[1] + 5e-3);
+          ran++;
+        }
+  }
+  sj_context_destroy(ctx);
+  assert_int_equal(ran, wg ? 24 : 8);
+}
+
 /* Both layouts x both dtypes x causal both ways x head dims 64/128 for the
  * default options, on a tail-heavy shape: the issue's core matrix, whole. */
 static void test_core_matrix_full(void **state) {
@@ -1122,6 +1193,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_attention_matrix),
       cmocka_unit_test(test_wgmma_matrix),
       cmocka_unit_test(test_splitv_gain),
+      cmocka_unit_test(test_pvi8_large_scores),
       cmocka_unit_test(test_user_workspace),
       cmocka_unit_test(test_pdl_chain),
       cmocka_unit_test(test_q_fused),
