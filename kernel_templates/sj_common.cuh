@@ -179,7 +179,7 @@ __device__ __forceinline__ float fma_ieee(float a, float b, float c) {
   return d;
 }
 
-// Two units in the last place of |x| (0 below 2^-102): the margin that
+// Two units in the last place of |x| (0 below 2^-104): the margin that
 // keeps INT8 P at most 255 (the exps' subtrahend c = MAGIC_F mult + m
 // rounds at half an ulp of c, which for |Q|max |K|max above a few hundred
 // is more than the 0.0025 log2 units between 255 and the 255.4375 that
