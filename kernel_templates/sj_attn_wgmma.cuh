@@ -735,6 +735,18 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
   // forcing this order measured 2-33 % slower: bench/NOTES.md.)
   auto softmax_pv = [&](int stage, int par) {
     float c[2][KB];
+    // INT8 P: its row max aims two ulps of MAGIC_F mult below 255, so that
+    // no c's rounding takes it past 255 (two_ulp; every c is below 2
+    // MAGIC_F max(mult), so its ulp is at most two of MAGIC_F max(mult));
+    // beta carries the factor back.  One margin per tile.
+    float u8m = 0.f;
+    if constexpr (I8) {
+      float mm = mult[0];
+#pragma unroll
+      for (int kb = 1; kb < KB; kb++)
+        mm = fmaxf(mm, mult[kb]);
+      u8m = two_ulp(MAGIC_F * mm);
+    }
 #pragma unroll
     for (int hf = 0; hf < 2; hf++) {
       float mx = neg_inf();
@@ -763,23 +775,12 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
       // p = 2^((x - MAGIC_F) mult - m_ref + P_OFFSET) = 2^(x mult - c): one
       // FFMA.  x mult rounds at 2^-24 of MAGIC_F mult, about 1e-5 in log2
       // units for real scales: far below the INT8 score error.
-      const float sub = m_p - P_OFFSET;
+      const float sub = m_p - P_OFFSET + u8m;
 #pragma unroll
       for (int kb = 0; kb < KB; kb++)
         c[hf][kb] = fmaf(MAGIC_F, mult[kb], sub);
-      if constexpr (I8) {
-        // less two ulps of the largest c, so that no c's rounding takes P
-        // past 255 (two_ulp); beta carries the factor back
-        float cmax = 0.f;
-#pragma unroll
-        for (int kb = 0; kb < KB; kb++)
-          cmax = fmaxf(cmax, fabsf(c[hf][kb]));
-        const float u = two_ulp(cmax);
-#pragma unroll
-        for (int kb = 0; kb < KB; kb++)
-          c[hf][kb] += u;
-        beta[hf] = fast_exp2(mx - m_ref + (I8_EXP + u));
-      }
+      if constexpr (I8)
+        beta[hf] = fast_exp2(mx - m_ref + (I8_EXP + u8m));
     }
     // 16-bit P.V accumulates into O itself: rescale O first (its last
     // P.V was waited for at the end of the previous step).
