@@ -134,6 +134,18 @@ static void test_plan_defaults(void **state) {
                    SJ_OK);
   assert_int_equal(p.family, SJ_FAMILY_FP8PV);
   assert_int_equal(p.accum, SJ_ACCUM_FP32_FP16);
+  /* pvi8 where wgmma has no kernel (D = 96), and on sm_89 (no wgmma):
+   * fp8pv's pvi8 */
+  assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_AUTO, SJ_DTYPE_FP16, 96, 0, 0,
+                                SJ_ACCUM_PVI8, -1, -1, &p, msg, sizeof msg),
+                   SJ_OK);
+  assert_int_equal(p.family, SJ_FAMILY_FP8PV);
+  assert_int_equal(p.accum, SJ_ACCUM_PVI8);
+  assert_int_equal(sj_plan_make(&t89, SJ_FAMILY_AUTO, SJ_DTYPE_BF16, 64, 1, 0,
+                                SJ_ACCUM_PVI8, -1, -1, &p, msg, sizeof msg),
+                   SJ_OK);
+  assert_int_equal(p.family, SJ_FAMILY_FP8PV);
+  assert_int_equal(p.accum, SJ_ACCUM_PVI8);
   /* ... and the plain sm_90 target (no wgmma) defaults to fp8pv. */
   sj_target t90p;
   assert_int_equal(sj_target_parse("sm_90", &t90p), 0);
@@ -225,21 +237,6 @@ static void test_plan_defaults(void **state) {
   assert_int_equal(p.stages, fp8plain.stages);
   assert_int_equal(sj_spec_name(&p.specs[2], name, sizeof name), 0);
   assert_string_equal(name, "sj::quant_qkv<sj::FP16,128,sj::PER_THREAD,32,3>");
-  /* AUTO with pvi8 where wgmma has no kernel (D = 96 on sm_90a) or no
-   * family (sm_89): fp8pv's pvi8, which used to be refused */
-  assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_AUTO, SJ_DTYPE_FP16, 96, 0, 0,
-                                SJ_ACCUM_PVI8, -1, -1, &p, msg, sizeof msg),
-                   SJ_OK);
-  assert_int_equal(p.family, SJ_FAMILY_FP8PV);
-  assert_int_equal(p.accum, SJ_ACCUM_PVI8);
-  assert_int_equal(sj_plan_make(&t89, SJ_FAMILY_AUTO, SJ_DTYPE_BF16, 64, 1, 0,
-                                SJ_ACCUM_PVI8, -1, -1, &p, msg, sizeof msg),
-                   SJ_OK);
-  assert_int_equal(p.family, SJ_FAMILY_FP8PV);
-  assert_int_equal(p.accum, SJ_ACCUM_PVI8);
-  assert_int_equal(sj_plan_make(&t89, SJ_FAMILY_FP8PV, SJ_DTYPE_FP16, 128, 0, 0,
-                                SJ_ACCUM_PVI8, -1, 1, &p, msg, sizeof msg),
-                   SJ_OK);
   /* the fp32+fp32 kernel's name but for the mode */
   {
     char plain_name[256], want[256];
