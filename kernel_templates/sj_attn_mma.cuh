@@ -459,7 +459,8 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
         }
         // The multiplier is positive, so the max commutes with it; the quad
         // shares rows but not k scales, so scale before the shuffle.
-        mx = quad_max((mx - MAGIC_F) * mult);
+        // (INT8 P rounds up here, in m_p and in c: see u8_bound)
+        mx = quad_max(I8 ? __fmul_ru(mx - MAGIC_F, mult) : (mx - MAGIC_F) * mult);
         // Lazy rescaling: the reference max moves only when the tile's max
         // exceeds it by more than TAU, so P <= 2^TAU (times the FP8 offset)
         // and most tiles skip the O rescale.
@@ -471,20 +472,16 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
         const float m_ref = m_new == neg_inf() ? 0.f : m_new;
         o_scale[mt][hf] = upd ? fast_exp2(m_old - m_ref) : 1.f;
         m[mt][hf] = m_new;
+        // INT8 P: 255 at the row's max in this step (a row with no key
+        // here: P = 0, beta = 0)
+        if (I8)
+          beta[mt][hf] = fast_exp2(mx - m_ref + I8_EXP);
         const float m_p = !I8 ? m_ref - P_OFFSET
-                              : (mx == neg_inf() ? 0.f : mx) - P_OFFSET;
+                              : __fsub_ru(mx == neg_inf() ? 0.f : mx, P_OFFSET);
         // p = 2^((x - MAGIC_F) mult - sub) = 2^(x mult - c): one FFMA; x mult
         // rounds at 2^-24 of MAGIC_F mult, ~1e-5 in log2 units for real
         // scales, far below the INT8 score error.
-        float c = fmaf(MAGIC_F, mult, F8 ? m_p : m_ref);
-        // INT8 P: 255 at the row's max in this step, less two ulps of c so
-        // that c's rounding never takes it past 255 (two_ulp); beta carries
-        // the same factor back (a row with no key here: P = 0, beta = 0)
-        if (I8) {
-          const float u = two_ulp(c);
-          c += u;
-          beta[mt][hf] = fast_exp2(mx - m_ref + (I8_EXP + u));
-        }
+        const float c = I8 ? __fmaf_ru(MAGIC_F, mult, m_p) : fmaf(MAGIC_F, mult, F8 ? m_p : m_ref);
         float sum = 0.f;
 #pragma unroll
         for (int nt = 0; nt < NT; nt++)

@@ -735,18 +735,6 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
   // forcing this order measured 2-33 % slower: bench/NOTES.md.)
   auto softmax_pv = [&](int stage, int par) {
     float c[2][KB];
-    // INT8 P: its row max aims two ulps of MAGIC_F mult below 255, so that
-    // no c's rounding takes it past 255 (two_ulp; every c is below 2
-    // MAGIC_F max(mult), so its ulp is at most two of MAGIC_F max(mult));
-    // beta carries the factor back.  One margin per tile.
-    float u8m = 0.f;
-    if constexpr (I8) {
-      float mm = mult[0];
-#pragma unroll
-      for (int kb = 1; kb < KB; kb++)
-        mm = fmaxf(mm, mult[kb]);
-      u8m = two_ulp(MAGIC_F * mm);
-    }
 #pragma unroll
     for (int hf = 0; hf < 2; hf++) {
       float mx = neg_inf();
@@ -759,7 +747,9 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
           v[2 * n] = __float_as_int(sf[4 * (kb * NB + n) + 2 * hf]);
           v[2 * n + 1] = __float_as_int(sf[4 * (kb * NB + n) + 2 * hf + 1]);
         }
-        mx = fmaxf(mx, (__int_as_float(tree_imax<2 * NB>(v)) - MAGIC_F) * mult[kb]);
+        // (INT8 P: rounded up, so that mx bounds every score of the tile)
+        const float xm = __int_as_float(tree_imax<2 * NB>(v)) - MAGIC_F;
+        mx = fmaxf(mx, I8 ? __fmul_ru(xm, mult[kb]) : xm * mult[kb]);
       }
       mx = quad_max(mx);
       const float m_old = m[hf];
@@ -771,16 +761,17 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
       // INT8 P: 255 at the row's max in this tile; the tile's P.V and row
       // sum carry the factor beta to the running max (<= 2^TAU).  (A fully
       // masked row: mx = -inf, P = 0, beta = 0.)
+      if constexpr (I8)
+        beta[hf] = fast_exp2(mx - m_ref + I8_EXP);
       const float m_p = !I8 ? m_ref : (mx == neg_inf() ? 0.f : mx);
       // p = 2^((x - MAGIC_F) mult - m_ref + P_OFFSET) = 2^(x mult - c): one
       // FFMA.  x mult rounds at 2^-24 of MAGIC_F mult, about 1e-5 in log2
-      // units for real scales: far below the INT8 score error.
-      const float sub = m_p - P_OFFSET + u8m;
+      // units for real scales: far below the INT8 score error.  INT8 P
+      // rounds mx, sub and c up (u8_bound), so its max never passes 255.
+      const float sub = I8 ? __fsub_ru(m_p, P_OFFSET) : m_p - P_OFFSET;
 #pragma unroll
       for (int kb = 0; kb < KB; kb++)
-        c[hf][kb] = fmaf(MAGIC_F, mult[kb], sub);
-      if constexpr (I8)
-        beta[hf] = fast_exp2(mx - m_ref + (I8_EXP + u8m));
+        c[hf][kb] = I8 ? __fmaf_ru(MAGIC_F, mult[kb], sub) : fmaf(MAGIC_F, mult[kb], sub);
     }
     // 16-bit P.V accumulates into O itself: rescale O first (its last
     // P.V was waited for at the end of the previous step).

@@ -158,6 +158,14 @@ __device__ __forceinline__ void unpack4_e4m3(u32 w, float (&x)[4]) {
 // to nearest: each pair to fp16 (exact to 1/16 here), plus 1024, which
 // leaves round(x) in the low mantissa bits of each half (no quarter-rate
 // F2I), then one byte permute: five instructions for four values.
+// No saturation: 255.4375 and above pack as 0.  The INT8 P paths keep
+// their exps at most 255 by rounding upward (u8_bound): the row max mx =
+// RU((x - MAGIC_F) mult) bounds every score, sub = RU(mx - log2 255) and
+// c = RU(MAGIC_F mult + sub), so x mult - c <= log2 255 in real
+// arithmetic, and the exponent FFMA and ex2.approx add ~1e-6.  (Rounded
+// to nearest, c alone is off by half its ulp: 0.004 log2 units, i.e.
+// 256.0, once mult = q_scale k_scale sm_scale log2(e) passes ~5e-3.)
+// FFMA.RP, FMUL.RP and FADD.RP cost what their RN forms do.
 __device__ __forceinline__ u32 pack4_u8(float x0, float x1, float x2, float x3) {
   u32 lo, hi;
   asm("{\n.reg .b32 t;\n"
@@ -177,15 +185,6 @@ __device__ __forceinline__ float fma_ieee(float a, float b, float c) {
   float d;
   asm("fma.rn.f32 %0, %1, %2, %3;" : "=f"(d) : "f"(a), "f"(b), "f"(c));
   return d;
-}
-
-// Two units in the last place of |x| (0 below 2^-104): the margin that
-// keeps INT8 P at most 255 (the exps' subtrahend c = MAGIC_F mult + m
-// rounds at half an ulp of c, which for |Q|max |K|max above a few hundred
-// is more than the 0.0025 log2 units between 255 and the 255.4375 that
-// pack4_u8 would round to 256, i.e. to 0).
-__device__ __forceinline__ float two_ulp(float x) {
-  return __int_as_float(max((int)(__float_as_uint(x) & 0x7f800000u) - (22 << 23), 0));
 }
 
 // Round to nearest even and saturate to [-127, 127].
