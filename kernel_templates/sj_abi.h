@@ -22,14 +22,21 @@ typedef long long sj_i64;
  * partial: float [batch][heads_kv][nchunk][SJ_STATS_ROWS][head_dim] with
  * rows (sum K, sum V, max V, min V, sum V^2); the last row holds the sum of
  * V^2 over groups of 8 channels at every 8th entry (zeros between): only
- * its total over the channels is used (kv_finalize's SJ_F_V_AUTO). */
+ * its total over the channels is used (kv_finalize's SJ_F_V_AUTO).
+ * K's sum covers every k_sample-th key (k_sample 1 or 4) of a sequence with
+ * at least SJ_K_SAMPLE_MIN * k_sample keys, every key of a shorter one:
+ * smooth_k subtracts any per-channel constant exactly (each score row
+ * shifts by one number, which the softmax ignores and the LSE adds back),
+ * so the mean only has to be close, and 256 or more keys make it so. */
 #define SJ_STATS_ROWS 5
+#define SJ_K_SAMPLE_MIN 256
 typedef struct sj_stats_args {
   sj_ptr k, v, partial, cu_kv;
   sj_i64 k_sb, k_sh, k_sn, v_sb, v_sh, v_sn;
   int batch, heads_kv, seq_kv, head_dim, nchunk, chunk;
   int flags; /* SJ_F_* */
   int total_kv;
+  int k_sample; /* 1 or 4: see SJ_K_SAMPLE_MIN */
 } sj_stats_args;
 
 /* Reduces the partials: k_mean, v_mean, v_scale [batch][heads_kv][dim].
@@ -42,6 +49,7 @@ typedef struct sj_finalize_args {
   float v_scale_max; /* V range: e4m3 448, 2.25 for fp32+fp16, s8 127 for pvi8 */
   int total_kv;
   sj_ptr v_mode;
+  int k_sample; /* as kv_stats' */
 } sj_finalize_args;
 
 /* The padded internal buffers shared by quant_qkv and attn_mma.

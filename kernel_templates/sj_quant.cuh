@@ -22,6 +22,11 @@ template <int D> struct RowMap {
 };
 
 // ------------------------------------------------------------------ pass 1
+// The keys of a sequence of len that K's mean covers: every stride-th.
+__device__ __forceinline__ int k_stride(int len, int k_sample) {
+  return k_sample > 1 && len >= SJ_K_SAMPLE_MIN * k_sample ? k_sample : 1;
+}
+
 constexpr int STATS_THREADS = 256;
 constexpr int STATS_UNROLL = 4;
 constexpr int STATS_MIN_CTAS = 3; // the host sizes the grid to one wave of these
@@ -57,6 +62,10 @@ __global__ void __launch_bounds__(STATS_THREADS, STATS_MIN_CTAS)
   // STATS_UNROLL rows per thread per step, every load issued before the
   // first use: one row in flight per thread left DRAM at ~70 %.
   const bool do_k = (a.flags & SJ_F_K_STATS) != 0, do_v = (a.flags & SJ_F_V_STATS) != 0;
+  // K's mean from every k_sample-th key (SJ_K_SAMPLE_MIN): a quarter of
+  // K's reads (chunks start at multiples of 64, so the keys are the same
+  // whatever the chunking)
+  const int kmask = k_stride(sq.len, a.k_sample) - 1;
   if (active) {
     for (int n = n0 + row0; n < n1; n += STATS_UNROLL * ROWS) {
       u32x4 rk[STATS_UNROLL], rv[STATS_UNROLL];
@@ -66,7 +75,7 @@ __global__ void __launch_bounds__(STATS_THREADS, STATS_MIN_CTAS)
         rk[u].x = rk[u].y = rk[u].z = rk[u].w = 0u;
         rv[u] = rk[u];
         if (m < n1) {
-          if (do_k)
+          if (do_k && (m & kmask) == 0)
             rk[u] = ld_global16(kb + (i64)m * a.k_sn * 2 + lane_c * 16);
           if (do_v)
             rv[u] = ld_global16(vb + (i64)m * a.v_sn * 2 + lane_c * 16);
@@ -140,6 +149,8 @@ __global__ void __launch_bounds__(256) kv_finalize(const sj_finalize_args a) {
   const float *p = (const float *)a.partial + bh * a.nchunk * SJ_STATS_ROWS * D;
   const int len = seq_at(a.cu_kv, b, a.total_kv, a.seq_kv).len;
   const float inv_n = len > 0 ? 1.0f / (float)len : 0.f;
+  const int ks_n = (len + k_stride(len, a.k_sample) - 1) / k_stride(len, a.k_sample);
+  const float inv_kn = ks_n > 0 ? 1.0f / (float)ks_n : 0.f;
   const bool v_auto = (a.flags & SJ_F_V_AUTO) != 0;
   float amax = 0.f, vsq = 0.f;
   if (ch < D) {
@@ -153,7 +164,7 @@ __global__ void __launch_bounds__(256) kv_finalize(const sj_finalize_args a) {
       vsq += q[4 * D + ch];
     }
     if (a.flags & SJ_F_SMOOTH_K)
-      ((float *)a.k_mean)[bh * D + ch] = ks * inv_n;
+      ((float *)a.k_mean)[bh * D + ch] = ks * inv_kn;
     if (a.flags & SJ_F_V_STATS) {
       float mean = (a.flags & SJ_F_SMOOTH_V) ? vs * inv_n : 0.f;
       amax = fmaxf(vmax - mean, mean - vmin);

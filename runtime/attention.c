@@ -779,6 +779,7 @@ static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
     sa.nchunk = l.nchunk;
     sa.chunk = l.chunk;
     sa.flags = (pl->smooth_k ? SJ_F_K_STATS : 0) | (v_stats ? SJ_F_V_STATS : 0);
+    sa.k_sample = pl->k_sample;
     sj_launch_shape sh = sj_spec_shape(&pl->specs[0]);
     st = sj_launch(ctx, fn[0], (unsigned)l.nchunk, (unsigned)c->heads_kv,
                    (unsigned)c->batch, &sh, stream, &sa, "kv_stats", chained);
@@ -798,6 +799,7 @@ static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
       fa.head_dim = (int)c->head_dim;
       fa.nchunk = l.nchunk;
       fa.v_mode = ws + l.v_mode;
+      fa.k_sample = pl->k_sample;
       fa.flags = (pl->smooth_k ? SJ_F_SMOOTH_K : 0) |
                  (v_stats ? SJ_F_V_STATS : 0) | (pl->smooth_v ? SJ_F_SMOOTH_V : 0) |
                  (pl->accum == SJ_ACCUM_PVI8_SPLITV ? SJ_F_V_AUTO : 0);

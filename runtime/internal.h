@@ -217,6 +217,7 @@ typedef struct sj_plan {
   int smooth_k, smooth_v;
   int warp_q, stages, ksub;
   int wg_consumers; /* wgmma: 64-row consumer warpgroups per CTA (1 or 2) */
+  int k_sample;     /* K's mean from every k_sample-th key (1 or 4) */
   sj_spec specs[4]; /* stats, finalize, quant, attention */
   int n_specs;
 } sj_plan;

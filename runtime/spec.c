@@ -181,7 +181,8 @@ int sj_spec_options(const sj_spec *s, const sj_target *t, char opts[][64],
 /* Development knob: SAGEJIT_TUNE="warp_q=32,ksub=32" overrides the rows per
  * warp (16 or 32) and the keys per compute step (32 or 64) of attn_mma;
  * "bn=64,nc=1,stages=2" the keys per tile, consumer warpgroups and stages
- * of attn_wgmma.  All are in the name expression, hence in the cache key. */
+ * of attn_wgmma.  All are in the name expression, hence in the cache key;
+ * "ks=1" (smooth_k's mean over every key) is a kernel argument. */
 static int tune_int(const char *name, int a, int b, int dflt) {
   const char *v = getenv("SAGEJIT_TUNE");
   const char *w = v ? strstr(v, name) : NULL;
@@ -288,6 +289,10 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
   out->accum = acc;
   out->smooth_k = smooth_k;
   out->smooth_v = smooth_v;
+  /* smooth_k's mean from every fourth key once a sequence has 1024 (a
+   * kernel argument, not in the cache key; SJ_K_SAMPLE_MIN): kv_stats
+   * reads a quarter of K.  "ks=1" takes every key. */
+  out->k_sample = tune_int("ks=", 1, 4, 4);
   if (fam == SJ_FAMILY_WGMMA) {
     /* 16 rows per consumer warp (wgmma m64 over a warpgroup), so the Q
      * scale layout of the quantizer is its WARP_Q = 16 one.  128 keys per

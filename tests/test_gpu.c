@@ -461,6 +461,79 @@ static void test_splitv_gain(void **state) {
   assert_int_equal(ran, wg ? 16 : 8);
 }
 
+/* smooth_k's mean from every fourth key (SJ_K_SAMPLE_MIN, from 1024 keys
+ * on): on K with a strong per-channel bias (8 sigma) at N = 4096, every
+ * family's default mode must be as accurate (within 3 % + 2e-4 relative
+ * L2, and its LSE as close) as with the mean over every key (SAGEJIT_TUNE
+ * "ks=1"), which must in turn beat smooth_k off by 1.2x, so that the data
+ * exercises the mean at all.  A wrong count (the sum over a quarter of the
+ * keys divided by all of them) leaves 3/4 of the bias and fails. */
+static void test_k_mean_sampled(void **state) {
+  (void)state;
+  if (!tu_have_gpu())
+    skip();
+  sj_context *ctx = gpu_ctx(SJ_FAMILY_AUTO);
+  const int wg = strcmp(ctx->target.name, "sm_90a") == 0;
+  const char *tune0 = getenv("SAGEJIT_TUNE");
+  char saved[256] = "";
+  if (tune0)
+    snprintf(saved, sizeof saved, "%s", tune0);
+  static const sj_family fams[] = {SJ_FAMILY_FP16PV, SJ_FAMILY_FP8PV, SJ_FAMILY_WGMMA};
+  int ran = 0;
+  for (size_t f = 0; f < sizeof fams / sizeof *fams; f++) {
+    if (fams[f] == SJ_FAMILY_WGMMA && !wg)
+      continue;
+    if (fams[f] == SJ_FAMILY_FP8PV && ctx->target.sm < 89)
+      continue;
+    for (int causal = 0; causal <= 1; causal++) {
+      double err[3], lse[3];
+      for (int k = 0; k < 3; k++) { /* sampled, every key, smooth_k off */
+        sj_check_case cc;
+        memset(&cc, 0, sizeof cc);
+        sj_attention_params_init(&cc.params);
+        cc.params.batch = 1;
+        cc.params.heads_q = 8;
+        cc.params.heads_kv = 4;
+        cc.params.seq_q = 1000;
+        cc.params.seq_kv = 4096;
+        cc.params.head_dim = 128;
+        cc.params.causal = causal;
+        cc.params.causal_align = SJ_CAUSAL_BOTTOM_RIGHT;
+        cc.params.family = fams[f];
+        cc.params.smooth_k = k == 2 ? 0 : 1;
+        cc.seed = 77 + (uint64_t)causal;
+        cc.k_bias = 8.0f;
+        cc.with_lse = 1;
+        if (k == 1)
+          setenv("SAGEJIT_TUNE", "ks=1", 1);
+        else
+          unsetenv("SAGEJIT_TUNE");
+        sj_check_result r;
+        const sj_status st = sj_check(ctx, &cc, &r);
+        unsetenv("SAGEJIT_TUNE");
+        if (st != SJ_OK)
+          fail_msg("sj_check: %s", sj_context_last_error(ctx));
+        assert_int_equal(r.nonfinite, 0);
+        assert_int_equal(r.lse_mismatch, 0);
+        err[k] = r.rel_l2;
+        lse[k] = r.lse_max_abs_err;
+      }
+      print_message("k mean fam%d causal%d: rel L2 sampled %.4g, every key %.4g, off %.4g; "
+                    "LSE max err %.3g / %.3g / %.3g\n",
+                    (int)fams[f], causal, err[0], err[1], err[2], lse[0], lse[1], lse[2]);
+      assert_true(err[0] <= 1.03 * err[1] + 2e-4);
+      assert_true(lse[0] <= 1.5 * lse[1] + 1e-3);
+      assert_true(err[2] >= 1.2 * err[1]);
+      ran++;
+    }
+  }
+  if (tune0)
+    setenv("SAGEJIT_TUNE", saved, 1);
+  const int want = wg ? 6 : (ctx->target.sm >= 89 ? 4 : 2);
+  sj_context_destroy(ctx);
+  assert_int_equal(ran, want);
+}
+
 /* INT8 P.V with large scores: P is packed as u8 with 255 at the row's max,
  * after an exp2 whose subtrahend rounds at half an ulp of MAGIC_F * mult;
  * once |Q|max |K|max sm_scale is large (mult >~ 5e-3), that rounding alone
@@ -1196,6 +1269,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_wgmma_matrix),
       cmocka_unit_test(test_splitv_gain),
       cmocka_unit_test(test_pvi8_large_scores),
+      cmocka_unit_test(test_k_mean_sampled),
       cmocka_unit_test(test_user_workspace),
       cmocka_unit_test(test_pdl_chain),
       cmocka_unit_test(test_q_fused),
