@@ -149,7 +149,8 @@ __global__ void __launch_bounds__(256) kv_finalize(const sj_finalize_args a) {
   const float *p = (const float *)a.partial + bh * a.nchunk * SJ_STATS_ROWS * D;
   const int len = seq_at(a.cu_kv, b, a.total_kv, a.seq_kv).len;
   const float inv_n = len > 0 ? 1.0f / (float)len : 0.f;
-  const int ks_n = (len + k_stride(len, a.k_sample) - 1) / k_stride(len, a.k_sample);
+  const int kst = k_stride(len, a.k_sample); // K's mean: every kst-th key
+  const int ks_n = (len + kst - 1) / kst;
   const float inv_kn = ks_n > 0 ? 1.0f / (float)ks_n : 0.f;
   const bool v_auto = (a.flags & SJ_F_V_AUTO) != 0;
   float amax = 0.f, vsq = 0.f;
