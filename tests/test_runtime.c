@@ -84,6 +84,18 @@ static void test_target_parse(void **state) {
 
 /* ------------------------------------------------------------------ plans */
 
+/* The plan AUTO makes on t (default granularity and smoothing); it must
+ * succeed. */
+static sj_plan auto_plan(const sj_target *t, sj_dtype dt, int d, int causal,
+                         sj_pv_accum acc) {
+  sj_plan p;
+  char msg[256];
+  assert_int_equal(sj_plan_make(t, SJ_FAMILY_AUTO, dt, d, causal, 0, acc, -1, -1, &p,
+                                msg, sizeof msg),
+                   SJ_OK);
+  return p;
+}
+
 static void test_plan_defaults(void **state) {
   (void)state;
   sj_target t80, t89, t90;
@@ -92,22 +104,16 @@ static void test_plan_defaults(void **state) {
   sj_target_parse("sm_90a", &t90);
   sj_plan p;
   char msg[256];
-  assert_int_equal(sj_plan_make(&t80, SJ_FAMILY_AUTO, SJ_DTYPE_FP16, 128, 0, 0, 0,
-                                -1, -1, &p, msg, sizeof msg),
-                   SJ_OK);
+  p = auto_plan(&t80, SJ_DTYPE_FP16, 128, 0, SJ_ACCUM_DEFAULT);
   assert_int_equal(p.family, SJ_FAMILY_FP16PV);
   assert_int_equal(p.quant, SJ_QUANT_PER_THREAD);
   assert_int_equal(p.accum, SJ_ACCUM_FP32);
   assert_int_equal(p.smooth_k, 1);
   assert_int_equal(p.smooth_v, 0);
-  assert_int_equal(sj_plan_make(&t89, SJ_FAMILY_AUTO, SJ_DTYPE_BF16, 64, 1, 0, 0,
-                                -1, -1, &p, msg, sizeof msg),
-                   SJ_OK);
+  p = auto_plan(&t89, SJ_DTYPE_BF16, 64, 1, SJ_ACCUM_DEFAULT);
   assert_int_equal(p.family, SJ_FAMILY_FP8PV);
   assert_int_equal(p.accum, SJ_ACCUM_FP32_FP16);
-  assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_AUTO, SJ_DTYPE_FP16, 128, 0, 0, 0,
-                                -1, -1, &p, msg, sizeof msg),
-                   SJ_OK);
+  p = auto_plan(&t90, SJ_DTYPE_FP16, 128, 0, SJ_ACCUM_DEFAULT);
   assert_int_equal(p.family, SJ_FAMILY_WGMMA);
   /* pvi8 or split V per (batch, kv head), chosen by the preprocessing */
   assert_int_equal(p.accum, SJ_ACCUM_PVI8_SPLITV);
@@ -117,33 +123,23 @@ static void test_plan_defaults(void **state) {
   assert_int_equal(sj_spec_shape(&p.specs[3]).threads, 384);
   /* D = 64: one consumer warpgroup, two CTAs per multiprocessor (each
    * within half the shared memory) */
-  assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_AUTO, SJ_DTYPE_FP16, 64, 0, 0, 0,
-                                -1, -1, &p, msg, sizeof msg),
-                   SJ_OK);
+  p = auto_plan(&t90, SJ_DTYPE_FP16, 64, 0, SJ_ACCUM_DEFAULT);
   assert_int_equal(p.wg_consumers, 1);
   assert_int_equal(sj_spec_shape(&p.specs[3]).threads, 256);
   assert_true(2 * (sj_spec_shape(&p.specs[3]).smem_bytes + 1024) <=
               t90.smem_optin + 1024);
   /* What wgmma does not offer falls back to fp8pv under AUTO ... */
-  assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_AUTO, SJ_DTYPE_FP16, 96, 0, 0, 0,
-                                -1, -1, &p, msg, sizeof msg),
-                   SJ_OK);
+  p = auto_plan(&t90, SJ_DTYPE_FP16, 96, 0, SJ_ACCUM_DEFAULT);
   assert_int_equal(p.family, SJ_FAMILY_FP8PV);
-  assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_AUTO, SJ_DTYPE_FP16, 64, 0, 0,
-                                SJ_ACCUM_FP32_FP16, -1, -1, &p, msg, sizeof msg),
-                   SJ_OK);
+  p = auto_plan(&t90, SJ_DTYPE_FP16, 64, 0, SJ_ACCUM_FP32_FP16);
   assert_int_equal(p.family, SJ_FAMILY_FP8PV);
   assert_int_equal(p.accum, SJ_ACCUM_FP32_FP16);
   /* pvi8 where wgmma has no kernel (D = 96), and on sm_89 (no wgmma):
    * fp8pv's pvi8 */
-  assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_AUTO, SJ_DTYPE_FP16, 96, 0, 0,
-                                SJ_ACCUM_PVI8, -1, -1, &p, msg, sizeof msg),
-                   SJ_OK);
+  p = auto_plan(&t90, SJ_DTYPE_FP16, 96, 0, SJ_ACCUM_PVI8);
   assert_int_equal(p.family, SJ_FAMILY_FP8PV);
   assert_int_equal(p.accum, SJ_ACCUM_PVI8);
-  assert_int_equal(sj_plan_make(&t89, SJ_FAMILY_AUTO, SJ_DTYPE_BF16, 64, 1, 0,
-                                SJ_ACCUM_PVI8, -1, -1, &p, msg, sizeof msg),
-                   SJ_OK);
+  p = auto_plan(&t89, SJ_DTYPE_BF16, 64, 1, SJ_ACCUM_PVI8);
   assert_int_equal(p.family, SJ_FAMILY_FP8PV);
   assert_int_equal(p.accum, SJ_ACCUM_PVI8);
   /* ... and the plain sm_90 target (no wgmma) defaults to fp8pv. */
@@ -160,9 +156,7 @@ static void test_plan_defaults(void **state) {
   assert_string_equal(name, "sj::attn_wgmma<sj::BF16,256,true,sj::PER_WARP,"
                             "sj::ACC_FP32_FP32,3,64,2>");
   /* fp32 (accumulating in the tensor core) goes to fp8pv under AUTO */
-  assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_AUTO, SJ_DTYPE_FP16, 128, 0, 0,
-                                SJ_ACCUM_FP32, -1, -1, &p, msg, sizeof msg),
-                   SJ_OK);
+  p = auto_plan(&t90, SJ_DTYPE_FP16, 128, 0, SJ_ACCUM_FP32);
   assert_int_equal(p.family, SJ_FAMILY_FP8PV);
   /* Split V stays on wgmma under AUTO; its quantizer writes the residual
    * (a distinct instantiation) and its kernel holds one more V tile per
@@ -219,9 +213,7 @@ static void test_plan_defaults(void **state) {
   assert_string_equal(name, "sj::quant_qkv<sj::FP16,64,sj::PER_THREAD,16,3>");
   assert_int_equal(sj_spec_name(&p.specs[3], name, sizeof name), 0);
   assert_non_null(strstr(name, "sj::ACC_PVI8"));
-  assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_AUTO, SJ_DTYPE_FP16, 128, 0, 0,
-                                SJ_ACCUM_PVI8, -1, -1, &p, msg, sizeof msg),
-                   SJ_OK);
+  p = auto_plan(&t90, SJ_DTYPE_FP16, 128, 0, SJ_ACCUM_PVI8);
   assert_int_equal(sj_spec_shape(&p.specs[3]).smem_bytes,
                    sj_spec_shape(&plain.specs[3]).smem_bytes);
   /* and of the fp8pv family (mma.m16n8k32.u8), with the same quantizer:
