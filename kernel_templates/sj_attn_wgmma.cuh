@@ -18,6 +18,12 @@
 //     than the source order: bench/NOTES.md).  Every
 //     consumer thread arrives on a stage's `empty` barrier once its P.V has
 //     completed, which frees the stage for the producer.
+// At D = 64 (NC = 0, "solo") the CTA is one warpgroup of 64 rows with no
+// producer: its thread 0 issues the copies, refilling a stage as soon as
+// every thread has arrived on its `empty` barrier, and the tiles run one
+// at a time (no Q.K^T ahead), in 128 registers (the launch bounds allow
+// 168): three or more CTAs share a multiprocessor, and each one's
+// prologue and epilogue hide under the others' loops.
 // The S accumulator of a warp has the mma.m16n8 layout (lane (g, t) holds
 // keys 8j + 2t, 8j + 2t + 1 of rows g and g + 8), and the e4m3 A fragment
 // of wgmma k32 the mma.m16n8k32 layout, so the V permutation of sj_quant.cuh
@@ -151,8 +157,10 @@ template <int ROW_BYTES> __device__ __forceinline__ u64 wg_desc(u32 e) {
   asm("mov.b64 %0, {%1, %2};" : "=l"(d) : "r"(e + 0x10000u), "n"(HI));
   return d;
 }
+// 64-row consumer warpgroups of a CTA: NC, or one for the solo CTA (NC = 0)
+__host__ __device__ constexpr int wg_groups(int nc) { return nc ? nc : 1; }
 template <int NC> __device__ __forceinline__ void consumer_sync() {
-  asm volatile("bar.sync 1, %0;\n" ::"n"(NC * 128) : "memory");
+  asm volatile("bar.sync 1, %0;\n" ::"n"(wg_groups(NC) * 128) : "memory");
 }
 
 // Fused Q (SJ_F_Q_FUSED): a consumer warp quantizes its own 16 query rows
@@ -178,7 +186,7 @@ __device__ __forceinline__ float fuse_q(const sj_attn_args &a, const u32x4 (&raw
       s_red[cw] = amax;
     consumer_sync<NC>();
 #pragma unroll
-    for (int k = 0; k < NC * 4; k++)
+    for (int k = 0; k < wg_groups(NC) * 4; k++)
       amax = fmaxf(amax, s_red[k]);
   }
   const float scale = amax / 127.f;
@@ -379,8 +387,13 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
   constexpr bool I8 = ACC == ACC_PVI8;
   constexpr int KP = V16 ? BN / 16 : BN / 32; // k-steps of P.V
   constexpr int GPK = V16 ? 2 : 4;            // n8 column groups per k-step
-  constexpr int BQ = 64 * NC; // query rows per CTA
-  static_assert(NC == 1 || NC == 2, "consumer warpgroups");
+  // NC = 0 (solo): one warpgroup of 64 rows and no producer; its thread 0
+  // issues the TMA copies, three CTAs share a multiprocessor.
+  constexpr bool SOLO = NC == 0;
+  constexpr int NCC = wg_groups(NC); // consumer warpgroups
+  constexpr int CT0 = SOLO ? 0 : 128; // first consumer thread
+  constexpr int BQ = 64 * NCC; // query rows per CTA
+  static_assert(NC == 0 || NC == 1 || NC == 2, "consumer warpgroups");
   typedef WgSmem<D, BN, STAGES, SPLIT, BQ, V16> S;
   constexpr int CH = S::CH, NCH = S::NCH;
   constexpr int NS = BN / 8;        // n8 column groups of S
@@ -451,8 +464,8 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
   // prologue and the wait for the quantizer, so that the loads' latency
   // runs under both.  Q is the caller's input: complete before this call's
   // first kernel started, so before any of its kernels.
-  if (!PRE && (a.flags & SJ_F_Q_FUSED) && threadIdx.x >= 128)
-    fq_load<D, 2>(a, sq, b, h, q0 + (threadIdx.x / 32 - 4) * 16, threadIdx.x % 32, qraw);
+  if (!PRE && (a.flags & SJ_F_Q_FUSED) && threadIdx.x >= CT0)
+    fq_load<D, 2>(a, sq, b, h, q0 + (int)(threadIdx.x - CT0) / 32 * 16, threadIdx.x % 32, qraw);
 
   if (threadIdx.x == 0) {
     // The tensor maps' first use below would fetch them from memory.
@@ -464,7 +477,7 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
     for (int s = 0; s < STAGES; s++) {
       mbar_init(SJ_K_FULL(s), 1);
       mbar_init(SJ_V_FULL(s), 1);
-      mbar_init(SJ_EMPTY(s), NC * 128); // every consumer thread arrives
+      mbar_init(SJ_EMPTY(s), NCC * 128); // every consumer thread arrives
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -472,58 +485,86 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
   if (!PRE)
     pdl_wait(); // everything the quantizer wrote
 
-  const int wg = threadIdx.x / 128;
-  if (wg == 0) {
-    // ------------------------------------------------------- producer
+  // ------------------------------------------------------- producer
+  // (the producer warpgroup's thread 0, or the solo CTA's; what they need
+  // is computed after the producer's setmaxnreg.dec: live across it, it
+  // spilled)
+  struct TileRows {
+    int k_row, v_row, v_col, v_lo_row;
+  };
+  auto tile_rows = [&]() {
+    TileRows r;
+    r.k_row = (int)k8_row0(G, sk, b, hk);
+    // v8: channel row and first column of this (b, kv head)
+    const i64 vb = v8_base(G, sk, b, hk, D), vp = v8_pitch(G);
+    r.v_row = (int)(vb / vp);
+    r.v_col = (int)(vb % vp);
+    r.v_lo_row = r.v_row + (int)v8_rows(G, D); // the residual's rows
+    return r;
+  };
+  auto load_head = [&]() {
+    const int q_row = (int)(q8_row0(G, sq, b, h) + q0);
+    // Q, and the V scale and mean of this kv head for the epilogue (read
+    // from global memory there, they cost an L2 round trip per CTA)
+    // (the consumers quantize Q themselves under SJ_F_Q_FUSED)
+    constexpr u32 SC_BYTES = D * 4;
+    const bool smooth_v = (a.flags & SJ_F_SMOOTH_V) != 0;
+    const bool q_fused = (a.flags & SJ_F_Q_FUSED) != 0;
+    mbar_expect_tx(q_full, (q_fused ? 0 : S::Q_BYTES) + (V16 ? 0 : SC_BYTES) +
+                               (smooth_v ? SC_BYTES : 0));
+    if (!q_fused) {
+#pragma unroll
+      for (int c = 0; c < NCH; c++)
+        tma_load_2d(sQ + c * BQ * CH, &w.tq, c * CH, q_row, q_full);
+    }
+    if (!V16)
+      bulk_load(s_base + S::SC_OFF, (const float *)a.v_scale + bhk * D, SC_BYTES, q_full);
+    if (smooth_v)
+      bulk_load(s_base + S::SC_OFF + SC_BYTES, (const float *)a.v_mean + bhk * D, SC_BYTES,
+                q_full);
+  };
+  // K and V of tile j into its stage (free: the caller waited for it)
+  auto load_tile = [&](const TileRows &r, int j) {
+    const int st = j % STAGES;
+    const int k_row = r.k_row, v_row = r.v_row, v_col = r.v_col, v_lo_row = r.v_lo_row;
+    mbar_expect_tx(SJ_K_FULL(st), S::K_BYTES + (V_ON_K ? S::VS_BYTES : 0));
+#pragma unroll
+    for (int c = 0; c < NCH; c++)
+      tma_load_2d(sK0 + st * S::K_BYTES + c * BN * CH, &w.tk, c * CH, k_row + j * BN,
+                  SJ_K_FULL(st));
+    if (!V_ON_K)
+      mbar_expect_tx(SJ_V_FULL(st), S::VS_BYTES);
+    if (V16) {
+#pragma unroll
+      for (int c = 0; c < BN / 64; c++) // byte columns of 16-bit V^T
+        tma_load_2d(sV0 + st * S::VS_BYTES + c * D * 128, &w.tv,
+                    (v_col + j * BN) * 2 + c * 128, v_row, SJ_V_BAR(st));
+    } else {
+      tma_load_2d(sV0 + st * S::VS_BYTES, &w.tv, v_col + j * BN, v_row, SJ_V_BAR(st));
+    }
+    if (SPLIT)
+      tma_load_2d(sV0 + st * S::VS_BYTES + S::V_BYTES, &w.tv, v_col + j * BN, v_lo_row,
+                  SJ_V_BAR(st));
+  };
+  // the solo CTA's rows, once (their 64-bit divisions in the loop, on the
+  // refilling warp's path, cost 10-18 %)
+  TileRows solo_rows{};
+  if (SOLO) {
+    solo_rows = tile_rows();
+    if (threadIdx.x == 0) {
+      load_head();
+      for (int j = 0; j < min(n_tiles, STAGES); j++)
+        load_tile(solo_rows, j);
+    }
+  } else if (threadIdx.x < 128) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
     if (threadIdx.x == 0) {
-      const int q_row = (int)(q8_row0(G, sq, b, h) + q0);
-      // Q, and the V scale and mean of this kv head for the epilogue (read
-      // from global memory there, they cost an L2 round trip per CTA)
-      // (the consumers quantize Q themselves under SJ_F_Q_FUSED)
-      constexpr u32 SC_BYTES = D * 4;
-      const bool smooth_v = (a.flags & SJ_F_SMOOTH_V) != 0;
-      const bool q_fused = (a.flags & SJ_F_Q_FUSED) != 0;
-      mbar_expect_tx(q_full, (q_fused ? 0 : S::Q_BYTES) + (V16 ? 0 : SC_BYTES) +
-                                 (smooth_v ? SC_BYTES : 0));
-      if (!q_fused) {
-#pragma unroll
-        for (int c = 0; c < NCH; c++)
-          tma_load_2d(sQ + c * BQ * CH, &w.tq, c * CH, q_row, q_full);
-      }
-      if (!V16)
-        bulk_load(s_base + S::SC_OFF, (const float *)a.v_scale + bhk * D, SC_BYTES, q_full);
-      if (smooth_v)
-        bulk_load(s_base + S::SC_OFF + SC_BYTES, (const float *)a.v_mean + bhk * D, SC_BYTES,
-                  q_full);
-      const int k_row = (int)k8_row0(G, sk, b, hk);
-      // v8: channel row and first column of this (b, kv head)
-      const i64 vb = v8_base(G, sk, b, hk, D), vp = v8_pitch(G);
-      const int v_row = (int)(vb / vp), v_col = (int)(vb % vp);
-      const int v_lo_row = v_row + (int)v8_rows(G, D); // the residual's rows
+      load_head();
+      const TileRows r = tile_rows();
       for (int j = 0; j < n_tiles; j++) {
-        const int st = j % STAGES;
         if (j >= STAGES)
-          mbar_wait(SJ_EMPTY(st), ((j / STAGES) - 1) & 1);
-        mbar_expect_tx(SJ_K_FULL(st), S::K_BYTES + (V_ON_K ? S::VS_BYTES : 0));
-#pragma unroll
-        for (int c = 0; c < NCH; c++)
-          tma_load_2d(sK0 + st * S::K_BYTES + c * BN * CH, &w.tk, c * CH,
-                      k_row + j * BN, SJ_K_FULL(st));
-        if (!V_ON_K)
-          mbar_expect_tx(SJ_V_FULL(st), S::VS_BYTES);
-        if (V16) {
-#pragma unroll
-          for (int c = 0; c < BN / 64; c++) // byte columns of 16-bit V^T
-            tma_load_2d(sV0 + st * S::VS_BYTES + c * D * 128, &w.tv,
-                        (v_col + j * BN) * 2 + c * 128, v_row, SJ_V_BAR(st));
-        } else {
-          tma_load_2d(sV0 + st * S::VS_BYTES, &w.tv, v_col + j * BN, v_row,
-                      SJ_V_BAR(st));
-        }
-        if (SPLIT)
-          tma_load_2d(sV0 + st * S::VS_BYTES + S::V_BYTES, &w.tv, v_col + j * BN,
-                      v_lo_row, SJ_V_BAR(st));
+          mbar_wait(SJ_EMPTY(j % STAGES), ((j / STAGES) - 1) & 1);
+        load_tile(r, j);
       }
     }
     return;
@@ -532,9 +573,9 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
   // --------------------------------------------------------- consumers
   if (NC == 1)
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
-  else
+  else if (NC == 2)
     asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
-  const int cg = wg - 1;                    // consumer warpgroup: 64 rows
+  const int cg = SOLO ? 0 : (int)(threadIdx.x / 128) - 1; // consumer warpgroup: 64 rows
   const int wl = (threadIdx.x / 32) % 4;    // warp within the warpgroup
   const int cw = cg * 4 + wl;               // consumer warp: 16 rows
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -820,6 +861,18 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
         }
       }
     };
+    if constexpr (SOLO) {
+      // all of P first: the tile accumulator is not live next to the
+      // scores (the solo CTA's register budget)
+      exp_pack(0, KP / 2);
+      exp_pack(KP / 2, KP);
+      if (!V_ON_K)
+        mbar_wait(SJ_V_FULL(stage), par);
+      wg_fence();
+      issue_pv_lo(stage);
+      issue_pv_hi(stage);
+      wg_commit();
+    } else {
     exp_pack(0, KP / 2);
     if (!V_ON_K) // (else V came with K, waited for before this tile's Q.K^T)
       mbar_wait(SJ_V_FULL(stage), par);
@@ -829,6 +882,7 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
     wg_fence();
     issue_pv_hi(stage);
     wg_commit();
+    }
   };
 
   // The ones block of rowsum_p, written once (generic-proxy stores that the
@@ -837,7 +891,7 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
   // ones: e4m3 0x38, u8 1, fp16 0x3C00, bf16 0x3F80
   constexpr u32 ONES = I8 ? 0x01010101u
                           : (!V16 ? 0x38383838u : (DT == FP16 ? 0x3C003C00u : 0x3F803F80u));
-  for (int i = threadIdx.x - 128; i < 256; i += NC * 128)
+  for (int i = threadIdx.x - CT0; i < 256; i += NCC * 128)
     reinterpret_cast<u32 *>(smem + S::ONES_OFF)[i] = ONES;
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
   consumer_sync<NC>();
@@ -850,22 +904,46 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
     wg_commit();
     wg_wait<0>();
     reg_fence(s);
+    if constexpr (SOLO) {
+      // One tile at a time (the registers of three CTAs per
+      // multiprocessor); thread 0 refills the stage as soon as every
+      // thread is done with it (STAGES - 1 tiles in flight meanwhile).
+      for (int j = 0; j < n_tiles - 1; j++) {
+        const int st = j % STAGES, par = (j / STAGES) & 1;
+        convert_tile(j);
+        softmax_pv(st, par);
+        wg_wait<0>();
+        finish_pv(st);
+        if (threadIdx.x == 0 && j + STAGES < n_tiles) {
+          mbar_wait(SJ_EMPTY(st), par);
+          load_tile(solo_rows, j + STAGES);
+        }
+        const int st1 = (j + 1) % STAGES, par1 = ((j + 1) / STAGES) & 1;
+        mbar_wait(SJ_K_FULL(st1), par1);
+        wg_fence();
+        issue_qk(st1);
+        wg_commit();
+        wg_wait<0>();
+        reg_fence(s);
+      }
+    } else {
     // Step j: S(j) -> sf; Q.K^T of tile j + 1 runs during the softmax of
-    // tile j; then P.V of tile j, and both are waited for.  (Overlapping
-    // P.V(j) with the conversion of S(j + 1) as well needs the tile
-    // accumulator live next to S and the scores: it spilled.)
-    for (int j = 0; j < n_tiles - 1; j++) {
-      convert_tile(j);
-      const int st1 = (j + 1) % STAGES, par1 = ((j + 1) / STAGES) & 1;
-      mbar_wait(SJ_K_FULL(st1), par1);
-      wg_fence();
-      issue_qk(st1);
-      wg_commit();
-      const int st = j % STAGES, par = (j / STAGES) & 1;
-      softmax_pv(st, par);
-      wg_wait<0>();
-      reg_fence(s);
-      finish_pv(st);
+      // tile j; then P.V of tile j, and both are waited for.  (Overlapping
+      // P.V(j) with the conversion of S(j + 1) as well needs the tile
+      // accumulator live next to S and the scores: it spilled.)
+      for (int j = 0; j < n_tiles - 1; j++) {
+        convert_tile(j);
+        const int st1 = (j + 1) % STAGES, par1 = ((j + 1) / STAGES) & 1;
+        mbar_wait(SJ_K_FULL(st1), par1);
+        wg_fence();
+        issue_qk(st1);
+        wg_commit();
+        const int st = j % STAGES, par = (j / STAGES) & 1;
+        softmax_pv(st, par);
+        wg_wait<0>();
+        reg_fence(s);
+        finish_pv(st);
+      }
     }
     // the last tile: no Q.K^T to overlap
     const int j = n_tiles - 1, st = j % STAGES, par = (j / STAGES) & 1;
@@ -926,7 +1004,7 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
     }
   }
   consumer_sync<NC>();
-  store_o_rows<D, BQ>(a, sq, b, h, q0, smem, S::O_PITCH, threadIdx.x - 128, NC * 128);
+  store_o_rows<D, BQ>(a, sq, b, h, q0, smem, S::O_PITCH, threadIdx.x - CT0, NCC * 128);
 #undef SJ_K_FULL
 #undef SJ_V_FULL
 #undef SJ_V_BAR
@@ -938,29 +1016,33 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
 // consumer warpgroups, 64 query rows each; with NC = 1 two CTAs share a
 // multiprocessor (the producer's registers go to the consumer: 24 + 232 =
 // 2 x 128; 128 (NC + 1) threads: the producer warpgroup and NC consumers),
-// so one CTA's prologue and epilogue run under the other's loop.
+// so one CTA's prologue and epilogue run under the other's loop.  NC = 0:
+// one warpgroup and no producer (128 threads), at least three CTAs per
+// multiprocessor (at most 168 registers; at D = 64 ptxas uses 128).
 //
 // ACC_PVI8_SPLITV holds both the pvi8 and the split V body; each CTA runs
 // the one kv_finalize chose for its (batch, kv head) (a uniform branch
 // outside the loop: the shared memory is sized for split V, and either
 // body uses the same registers per thread).
 template <int DT, int D, bool CAUSAL, int QG, int ACC, int STAGES, int BN, int NC>
-__global__ void __launch_bounds__(128 * (NC + 1), NC == 1 ? 2 : 1)
+__global__ void __launch_bounds__(NC ? 128 * (NC + 1) : 128,
+                                  NC == 1 ? 2 : (NC == 0 ? 3 : 1))
     attn_wgmma(const __grid_constant__ sj_wgmma_args w) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   u32x4 qraw[2][D / 32];
   if constexpr (ACC == ACC_PVI8_SPLITV) {
     const sj_attn_args &a = w.a;
     const sj_geom &G = a.g;
-    constexpr int BQ = 64 * NC;
+    constexpr int BQ = 64 * wg_groups(NC), CT0 = NC ? 128 : 0;
     const int qblk = CAUSAL ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
     const int h = blockIdx.y, b = blockIdx.z;
     const int q0 = qblk * BQ;
     const Seq sq = seq_q(G, b);
     if (q0 >= sq.len)
       return; // uniform over the CTA, before any barrier
-    if ((a.flags & SJ_F_Q_FUSED) && threadIdx.x >= 128)
-      fq_load<D, 2>(a, sq, b, h, q0 + (threadIdx.x / 32 - 4) * 16, threadIdx.x % 32, qraw);
+    if ((a.flags & SJ_F_Q_FUSED) && threadIdx.x >= CT0)
+      fq_load<D, 2>(a, sq, b, h, q0 + (int)(threadIdx.x - CT0) / 32 * 16, threadIdx.x % 32,
+                    qraw);
     pdl_wait(); // kv_finalize's choice, and everything the quantizer wrote
     const int hk = h / (G.heads_q / G.heads_kv);
     if (((const u8 *)a.v_mode)[(i64)b * G.heads_kv + hk])

@@ -688,8 +688,8 @@ static sj_status wgmma_maps_current(sj_context *ctx, const call *c,
     v_rows = (uint64_t)c->batch * (uint64_t)c->heads_kv * D;
   }
   SJ_FORWARD(encode_map(ctx, &wa->tq, ws + l->q8, D, q_rows, D, ch,
-                        64u * (unsigned)pl->wg_consumers, TMAP_L2_128B,
-                        "q8"));
+                        64u * (unsigned)sj_wg_groups(pl->wg_consumers),
+                        TMAP_L2_128B, "q8"));
   SJ_FORWARD(encode_map(ctx, &wa->tk, ws + l->k8, D, k_rows, D, ch, bn,
                         TMAP_L2_256B, "k8"));
   if (sj_v_bytes(sj_v_mode(pl->accum)) == 2 && pl->accum != SJ_ACCUM_PV16)
@@ -753,7 +753,7 @@ static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
   const int q_fused =
       ctx->q_fuse &&
       (pl->family == SJ_FAMILY_WGMMA
-           ? !(pl->quant == SJ_QUANT_PER_BLOCK && pl->wg_consumers == 1)
+           ? !(pl->quant == SJ_QUANT_PER_BLOCK && pl->wg_consumers <= 1)
            : pl->quant != SJ_QUANT_PER_BLOCK);
   const sj_ptr cu_kv = (sj_ptr)(uintptr_t)c->cu_kv;
   sj_status st = SJ_OK;
@@ -897,7 +897,7 @@ static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
       wa.a = aa;
       st = wgmma_maps(ctx, c, &l, ws, &wa);
       /* 64 query rows per consumer warpgroup */
-      const int64_t bq = 64 * (int64_t)pl->wg_consumers;
+      const int64_t bq = 64 * (int64_t)sj_wg_groups(pl->wg_consumers);
       if (st == SJ_OK)
         st = sj_launch(ctx, fn[3], (unsigned)((c->seq_q + bq - 1) / bq),
                        (unsigned)c->heads_q, (unsigned)c->batch, &sh, stream,

@@ -192,8 +192,15 @@ typedef struct sj_spec {
   int warp_q;
   int stages;
   int ksub;
-  int wg_consumers; /* wgmma: consumer warpgroups per CTA (64 rows each) */
+  int wg_consumers; /* wgmma: consumer warpgroups per CTA (64 rows each; 0:
+                       one, without a producer warpgroup) */
 } sj_spec;
+
+/* 64-row consumer warpgroups of a wgmma CTA (wg_consumers 0, "solo", is
+ * one warpgroup without a producer). */
+static inline int sj_wg_groups(int wg_consumers) {
+  return wg_consumers ? wg_consumers : 1;
+}
 
 /* Launch shape that goes with a spec (threads, dynamic shared memory). */
 typedef struct sj_launch_shape {
@@ -216,7 +223,8 @@ typedef struct sj_plan {
   sj_pv_accum accum;
   int smooth_k, smooth_v;
   int warp_q, stages, ksub;
-  int wg_consumers; /* wgmma: 64-row consumer warpgroups per CTA (1 or 2) */
+  int wg_consumers; /* wgmma: 64-row consumer warpgroups per CTA (1 or 2), or
+                       0: one warpgroup and no producer (solo) */
   int k_sample;     /* K's mean from every k_sample-th key (1 or 4) */
   sj_spec specs[4]; /* stats, finalize, quant, attention */
   int n_specs;

@@ -139,7 +139,7 @@ static int attn_smem(sj_family fam, int d, int stages, int split) {
  * room to align the base to 1024 bytes; nc consumer warpgroups of 64 rows,
  * V written in v_mode (sj_v_mode). */
 static int wgmma_smem(int d, int bn, int stages, int v_mode, int nc) {
-  return 64 * nc * d + stages * (1 + sj_v_bytes(v_mode)) * bn * d +
+  return 64 * sj_wg_groups(nc) * d + stages * (1 + sj_v_bytes(v_mode)) * bn * d +
          1024 /* ones */ + 8 * d /* V scale, mean */ + 8 * (1 + 3 * stages) +
          32 /* fused Q: per_block scales of 8 warps */ + 1024 /* alignment */;
 }
@@ -149,7 +149,7 @@ sj_launch_shape sj_spec_shape(const sj_spec *s) {
   switch (s->kind) {
   case SJ_KERNEL_ATTN:
     if (s->family == SJ_FAMILY_WGMMA) {
-      sh.threads = 128 * (s->wg_consumers + 1);
+      sh.threads = s->wg_consumers ? 128 * (s->wg_consumers + 1) : 128;
       sh.smem_bytes = wgmma_smem(s->head_dim, s->ksub, s->stages,
                                  sj_v_mode(s->accum), s->wg_consumers);
       break;
@@ -180,7 +180,8 @@ int sj_spec_options(const sj_spec *s, const sj_target *t, char opts[][64],
 
 /* Development knob: SAGEJIT_TUNE="warp_q=32,ksub=32" overrides the rows per
  * warp (16 or 32) and the keys per compute step (32 or 64) of attn_mma;
- * "bn=64,nc=1,stages=2" the keys per tile, consumer warpgroups and stages
+ * "bn=64,nc=1,stages=2" the keys per tile, consumer warpgroups (0: one
+ * warpgroup and no producer, 1 or 2 with a producer) and stages
  * of attn_wgmma.  All are in the name expression, hence in the cache key;
  * "ks=1" (smooth_k's mean over every key) is a kernel argument. */
 static int tune_int(const char *name, int a, int b, int dflt) {
@@ -300,18 +301,28 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
      * the consumers' 240 registers.  Two stages, three at D <= 128. */
     out->warp_q = 16;
     out->ksub = tune_int("bn=", 64, 128, head_dim == 256 ? 64 : 128);
-    /* 64 query rows per consumer warpgroup.  At D = 64 one consumer per
-     * CTA, two CTAs per multiprocessor (the prologue and epilogue of one
-     * run under the other's loop): +9-12 % on the H100.  At D = 128 that
-     * needs twice the K/V traffic from L2, and split V no longer fits three
-     * stages: -10-12 % there, so two consumers share each tile
-     * (bench/NOTES.md, w10). */
-    out->wg_consumers = tune_int("nc=", 1, 2, head_dim == 64 ? 1 : 2);
-    /* One consumer: two CTAs must share a multiprocessor's shared memory
-     * (each also keeps 1 KB for the system). */
-    const int smem_cap = out->wg_consumers == 1
-                             ? (t->smem_optin + 1024) / 2 - 1024
-                             : t->smem_optin;
+    /* 64 query rows per consumer warpgroup.  At D = 128 and 256 two
+     * consumers share each K/V tile with a producer warpgroup; one consumer
+     * per CTA (two CTAs per multiprocessor) needs twice the K/V traffic
+     * from L2 and measured 1-12 % slower (bench/NOTES.md, w10).  At D = 64
+     * the CTA is one warpgroup with no producer (NC = 0, "solo": its
+     * thread 0 issues the copies), three CTAs per multiprocessor (their
+     * launch bounds in sj_attn_wgmma.cuh): +9-16 % at 1K, +8-11 % at 4K,
+     * +6 % at 16K over one consumer with a producer (two CTAs), itself
+     * +9-14 % over two consumers (w10, w19); pv16 keeps one consumer (not
+     * measured solo).  Solo CTAs at D = 128 (168 registers, no Q.K^T ahead)
+     * measured 2-17 % slower. */
+    const int nc = tune_int("nc=", 0, 1, -1); /* nc=0, 1 or 2 */
+    out->wg_consumers =
+        nc >= 0 ? nc
+                : tune_int("nc=", 2, 2,
+                           head_dim == 64 ? (acc == SJ_ACCUM_PV16 ? 1 : 0) : 2);
+    /* Several CTAs share a multiprocessor's shared memory (each also keeps
+     * 1 KB for the system). */
+    const int per_sm = out->wg_consumers == 1
+                           ? 2
+                           : (out->wg_consumers == 0 ? 3 : 1);
+    const int smem_cap = (t->smem_optin + 1024) / per_sm - 1024;
     out->stages = tune_int("stages=", 2, 3, 3);
     if (wgmma_smem(head_dim, out->ksub, out->stages, sj_v_mode(acc),
                    out->wg_consumers) > smem_cap)

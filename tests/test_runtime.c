@@ -121,12 +121,22 @@ static void test_plan_defaults(void **state) {
   assert_int_equal(p.n_specs, 4);
   assert_int_equal(p.wg_consumers, 2);
   assert_int_equal(sj_spec_shape(&p.specs[3]).threads, 384);
-  /* D = 64: one consumer warpgroup, two CTAs per multiprocessor (each
-   * within half the shared memory) */
+  /* D = 64: one warpgroup and no producer, three CTAs per multiprocessor
+   * (each within a third of the shared memory), two stages for split V */
   p = auto_plan(&t90, SJ_DTYPE_FP16, 64, 0, SJ_ACCUM_DEFAULT);
+  assert_int_equal(p.wg_consumers, 0);
+  assert_int_equal(sj_spec_shape(&p.specs[3]).threads, 128);
+  assert_int_equal(p.stages, 2);
+  assert_true(3 * (sj_spec_shape(&p.specs[3]).smem_bytes + 1024) <=
+              t90.smem_optin + 1024);
+  /* pv16 keeps one consumer and its producer (two CTAs) */
+  p = auto_plan(&t90, SJ_DTYPE_FP16, 64, 0, SJ_ACCUM_PV16);
   assert_int_equal(p.wg_consumers, 1);
   assert_int_equal(sj_spec_shape(&p.specs[3]).threads, 256);
-  assert_true(2 * (sj_spec_shape(&p.specs[3]).smem_bytes + 1024) <=
+  /* pvi8 alone (one V byte) keeps three stages */
+  p = auto_plan(&t90, SJ_DTYPE_FP16, 64, 0, SJ_ACCUM_PVI8);
+  assert_int_equal(p.stages, 3);
+  assert_true(3 * (sj_spec_shape(&p.specs[3]).smem_bytes + 1024) <=
               t90.smem_optin + 1024);
   /* What wgmma does not offer falls back to fp8pv under AUTO ... */
   p = auto_plan(&t90, SJ_DTYPE_FP16, 96, 0, SJ_ACCUM_DEFAULT);
