@@ -873,15 +873,15 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
       issue_pv_hi(stage);
       wg_commit();
     } else {
-    exp_pack(0, KP / 2);
-    if (!V_ON_K) // (else V came with K, waited for before this tile's Q.K^T)
-      mbar_wait(SJ_V_FULL(stage), par);
-    wg_fence();
-    issue_pv_lo(stage);
-    exp_pack(KP / 2, KP);
-    wg_fence();
-    issue_pv_hi(stage);
-    wg_commit();
+      exp_pack(0, KP / 2);
+      if (!V_ON_K) // (else V came with K, waited for before this tile's Q.K^T)
+        mbar_wait(SJ_V_FULL(stage), par);
+      wg_fence();
+      issue_pv_lo(stage);
+      exp_pack(KP / 2, KP);
+      wg_fence();
+      issue_pv_hi(stage);
+      wg_commit();
     }
   };
 
