@@ -235,6 +235,8 @@ static sj_status plan_call(sj_context *ctx, call *c, const options *o) {
                               o->smooth_v, &c->plan, msg, sizeof msg);
   if (st != SJ_OK)
     return sj_fail(ctx, st, "%s", msg);
+  if (c->seq_q <= SJ_SHORT_SEQ && c->seq_kv <= SJ_SHORT_SEQ)
+    (void)sj_plan_short(&c->plan, &ctx->target);
   return SJ_OK;
 }
 

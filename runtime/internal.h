@@ -236,6 +236,13 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
                        int head_dim, int causal, sj_quant_gran qg,
                        sj_pv_accum acc, int smooth_k, int smooth_v,
                        sj_plan *out, char *msg, size_t msg_size);
+/* Calls whose seq_q and seq_kv are both at most SJ_SHORT_SEQ may run
+ * another attention kernel: sj_plan_short rewrites a plan that has one
+ * (wgmma, D = 128, causal, the default pvi8+splitv, no SAGEJIT_TUNE
+ * override of nc= or bn=) to it and returns 1; other plans are left as
+ * they are (0).  `sagejit warm` compiles both. */
+#define SJ_SHORT_SEQ 2048
+int sj_plan_short(sj_plan *pl, const sj_target *t);
 
 /* --------------------------------------------------------------- compile */
 typedef struct sj_compiled {

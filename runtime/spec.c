@@ -195,6 +195,17 @@ static int tune_int(const char *name, int a, int b, int dflt) {
   return dflt;
 }
 
+/* Stages of attn_wgmma: three where they fit the shared memory of one of
+ * the CTAs a multiprocessor holds (each also keeps 1 KB for the system),
+ * else two. */
+static int wgmma_stages(const sj_target *t, int head_dim, int bn, sj_pv_accum acc,
+                        int nc) {
+  const int per_sm = nc == 1 ? 2 : (nc == 0 ? 3 : 1);
+  const int smem_cap = (t->smem_optin + 1024) / per_sm - 1024;
+  const int stages = tune_int("stages=", 2, 3, 3);
+  return wgmma_smem(head_dim, bn, stages, sj_v_mode(acc), nc) > smem_cap ? 2 : stages;
+}
+
 static int head_dim_ok(int d) {
   return d == 32 || d == 64 || d == 96 || d == 128 || d == 256;
 }
@@ -319,14 +330,7 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
                            head_dim == 64 ? (acc == SJ_ACCUM_PV16 ? 1 : 0) : 2);
     /* Several CTAs share a multiprocessor's shared memory (each also keeps
      * 1 KB for the system). */
-    const int per_sm = out->wg_consumers == 1
-                           ? 2
-                           : (out->wg_consumers == 0 ? 3 : 1);
-    const int smem_cap = (t->smem_optin + 1024) / per_sm - 1024;
-    out->stages = tune_int("stages=", 2, 3, 3);
-    if (wgmma_smem(head_dim, out->ksub, out->stages, sj_v_mode(acc),
-                   out->wg_consumers) > smem_cap)
-      out->stages = 2;
+    out->stages = wgmma_stages(t, head_dim, out->ksub, acc, out->wg_consumers);
   } else {
   /* 32 rows per warp share each K/V fragment between two m-tiles; at
    * D = 256 the O accumulator alone needs 128 registers per m-tile. */
@@ -392,4 +396,27 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
   sp[3].kind = SJ_KERNEL_ATTN;
   out->n_specs = 4;
   return SJ_OK;
+}
+
+/* Short causal sequences at D = 128: solo CTAs (64 rows, no producer) with
+ * 64-key tiles.  A causal head of N <= 2K has few Q blocks, most of them
+ * short, and each CTA's prologue and epilogue are a large part of its time;
+ * three solo CTAs per multiprocessor overlap them, and 64-key tiles cut
+ * the masked work on the diagonal.  H200, same call, attention (end to
+ * end) against the default: +16-17 % (+12-14 %) at 512, +16 % (+10 %) at
+ * 1K, +6 % (+5 %) at 2K, -3 % (-2 %) at 4K (bench/NOTES.md, w20).  Only
+ * the default accumulation was measured. */
+int sj_plan_short(sj_plan *pl, const sj_target *t) {
+  const char *tune = getenv("SAGEJIT_TUNE");
+  if (pl->family != SJ_FAMILY_WGMMA || pl->head_dim != 128 || !pl->causal ||
+      pl->accum != SJ_ACCUM_PVI8_SPLITV ||
+      (tune && (strstr(tune, "nc=") || strstr(tune, "bn="))))
+    return 0;
+  pl->wg_consumers = 0;
+  pl->ksub = 64;
+  pl->stages = wgmma_stages(t, pl->head_dim, pl->ksub, pl->accum, 0);
+  pl->specs[3].wg_consumers = pl->wg_consumers;
+  pl->specs[3].ksub = pl->ksub;
+  pl->specs[3].stages = pl->stages;
+  return 1;
 }

@@ -149,8 +149,12 @@ sj_status sj_warm(sj_context *ctx, const sj_warm_request *req,
                   skipped++;
                   continue;
                 }
-                for (int s = 0; s < plan.n_specs; s++)
-                  if (add_item(&items, &n, &cap, &plan.specs[s],
+                /* and the attention kernel of short sequences, if any */
+                sj_plan short_plan = plan;
+                const int n_short = sj_plan_short(&short_plan, &targets[ti]);
+                for (int s = 0; s < plan.n_specs + n_short; s++)
+                  if (add_item(&items, &n, &cap,
+                               s < plan.n_specs ? &plan.specs[s] : &short_plan.specs[3],
                                &targets[ti]) != 0) {
                     free(items);
                     free(targets);

@@ -30,6 +30,7 @@
 
 #include <cmocka.h>
 
+#include "internal.h" /* SJ_SHORT_SEQ */
 #include "sagejit.h"
 #include "testutil.h"
 
@@ -229,6 +230,53 @@ static void test_rejected_kernel_settles(void **state) {
   sj_context_destroy(ctx);
 }
 
+/* Causal calls at D = 128 of at most SJ_SHORT_SEQ keys run the solo,
+ * 64-key-tile attention kernel (sj_plan_short), longer or non-causal ones
+ * the default: the driver refuses the short kernel by its lowered name
+ * (..., STAGES 2, BN 64, NC 0), and only the calls that pick it fail. */
+static void test_short_causal_kernel(void **state) {
+  (void)state;
+  need();
+  char dir[600];
+  cache_dir(dir, sizeof dir, "short");
+  sj_context *ctx = make_ctx(dir);
+  enum { D = 128, H = 2, N_MAX = SJ_SHORT_SEQ + 1 };
+  const size_t bytes = (size_t)H * N_MAX * D * 2;
+  char *buf = aligned_alloc(256, 4 * bytes);
+  assert_non_null(buf);
+  static const struct {
+    int seq, causal;
+    sj_status want;
+  } calls[] = {{1000, 1, SJ_ERR_CUDA},
+               {SJ_SHORT_SEQ, 1, SJ_ERR_CUDA},
+               {SJ_SHORT_SEQ + 1, 1, SJ_OK},
+               {1000, 0, SJ_OK}};
+  setenv("FAKE_CUDA_REJECT", "Li64ELi0EEEv", 1);
+  for (size_t i = 0; i < sizeof calls / sizeof *calls; i++) {
+    sj_attention_params p;
+    sj_attention_params_init(&p);
+    p.batch = 1;
+    p.heads_q = p.heads_kv = H;
+    p.seq_q = p.seq_kv = calls[i].seq;
+    p.head_dim = D;
+    p.q = buf;
+    p.k = buf + bytes;
+    p.v = buf + 2 * bytes;
+    p.o = buf + 3 * bytes;
+    p.causal = calls[i].causal;
+    const sj_status st = sj_attention(ctx, &p, NULL);
+    if (st != calls[i].want)
+      print_error("seq %d causal %d: %s (%s)\n", calls[i].seq, calls[i].causal,
+                  sj_status_name(st), sj_context_last_error(ctx));
+    assert_int_equal(st, calls[i].want);
+    if (st != SJ_OK)
+      assert_non_null(strstr(sj_context_last_error(ctx), "rejected"));
+  }
+  unsetenv("FAKE_CUDA_REJECT");
+  free(buf);
+  sj_context_destroy(ctx);
+}
+
 int main(void) {
   /* before anything loads the driver (once per process) */
   setenv("SAGEJIT_CUDA_DRIVER", SJ_FAKE_CUDA, 1);
@@ -248,6 +296,7 @@ int main(void) {
       cmocka_unit_test(test_cold_call_resolves_in_parallel),
       cmocka_unit_test(test_threads_share_kernels),
       cmocka_unit_test(test_rejected_kernel_settles),
+      cmocka_unit_test(test_short_causal_kernel),
   };
   int rc = cmocka_run_group_tests(tests, setup, teardown);
   if (lib)

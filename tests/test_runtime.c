@@ -138,6 +138,35 @@ static void test_plan_defaults(void **state) {
   assert_int_equal(p.stages, 3);
   assert_true(3 * (sj_spec_shape(&p.specs[3]).smem_bytes + 1024) <=
               t90.smem_optin + 1024);
+  /* Short causal sequences at D = 128: solo CTAs with 64-key tiles
+   * (sj_plan_short), a kernel of its own in the cache */
+  p = auto_plan(&t90, SJ_DTYPE_FP16, 128, 1, SJ_ACCUM_DEFAULT);
+  sj_plan q = p;
+  assert_int_equal(sj_plan_short(&q, &t90), 1);
+  assert_int_equal(q.wg_consumers, 0);
+  assert_int_equal(q.ksub, 64);
+  assert_int_equal(q.stages, 2);
+  assert_int_equal(q.specs[3].wg_consumers, 0);
+  assert_int_equal(q.specs[3].ksub, 64);
+  assert_int_equal(sj_spec_shape(&q.specs[3]).threads, 128);
+  assert_true(3 * (sj_spec_shape(&q.specs[3]).smem_bytes + 1024) <=
+              t90.smem_optin + 1024);
+  char n_long[256], n_short[256];
+  assert_true(sj_spec_name(&p.specs[3], n_long, sizeof n_long) == 0);
+  assert_true(sj_spec_name(&q.specs[3], n_short, sizeof n_short) == 0);
+  assert_string_not_equal(n_long, n_short);
+  assert_memory_equal(&q.specs[2], &p.specs[2], sizeof p.specs[2]);
+  /* ... and nothing else: non-causal, D = 64, another mode, another family */
+  const sj_plan others[] = {
+      auto_plan(&t90, SJ_DTYPE_FP16, 128, 0, SJ_ACCUM_DEFAULT),
+      auto_plan(&t90, SJ_DTYPE_FP16, 64, 1, SJ_ACCUM_DEFAULT),
+      auto_plan(&t90, SJ_DTYPE_FP16, 128, 1, SJ_ACCUM_PVI8),
+      auto_plan(&t89, SJ_DTYPE_FP16, 128, 1, SJ_ACCUM_DEFAULT)};
+  for (size_t i = 0; i < sizeof others / sizeof *others; i++) {
+    q = others[i];
+    assert_int_equal(sj_plan_short(&q, i == 3 ? &t89 : &t90), 0);
+    assert_memory_equal(&q, &others[i], sizeof q);
+  }
   /* What wgmma does not offer falls back to fp8pv under AUTO ... */
   p = auto_plan(&t90, SJ_DTYPE_FP16, 96, 0, SJ_ACCUM_DEFAULT);
   assert_int_equal(p.family, SJ_FAMILY_FP8PV);

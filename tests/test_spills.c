@@ -2,7 +2,9 @@
  * test_spills.c -- ptxas keeps every WGMMA attention kernel in registers.
  *
  * Each of the 180 sm_90a instantiations (2 dtypes x head dims 64, 128, 256
- * x causal x 3 granularities x 5 P.V modes) is compiled with NVRTC and
+ * x causal x 3 granularities x 5 P.V modes), and the 6 of short causal
+ * sequences (sj_plan_short: 2 dtypes x 3 granularities), is compiled with
+ * NVRTC and
  * ptxas's resource report ("--ptxas-options=-v", which the cache key never
  * sees), and its spill and stack bytes are read from the log.  The loop is
  * latency-bound: a change that looked harmless once spilled 844 bytes per
@@ -25,13 +27,14 @@
 
 #include "internal.h"
 
-#define N_CASES (2 * 3 * 2 * 3 * 5)
+#define N_CASES (2 * 3 * 2 * 3 * 5 + 2 * 3)
 
 typedef struct spill_case {
   sj_dtype dtype;
   int head_dim, causal;
   sj_quant_gran quant;
   sj_pv_accum accum;
+  int short_seq; /* the kernel of short sequences (sj_plan_short) */
   /* results */
   sj_status st;
   int parsed; /* the report's three numbers and the register count read */
@@ -69,6 +72,11 @@ static void run_case(const sj_target *t, spill_case *c) {
                        c->quant, c->accum, 1, 0, &plan, c->msg, sizeof c->msg);
   if (c->st != SJ_OK)
     return;
+  if (c->short_seq && !sj_plan_short(&plan, t)) {
+    c->st = SJ_ERR_INTERNAL;
+    snprintf(c->msg, sizeof c->msg, "plan has no short-sequence kernel");
+    return;
+  }
   const sj_spec *attn = NULL;
   for (int i = 0; i < plan.n_specs; i++)
     if (plan.specs[i].kind == SJ_KERNEL_ATTN)
@@ -143,6 +151,17 @@ static void test_wgmma_kernels_do_not_spill(void **state) {
             cases[n].accum = accums[e];
             n++;
           }
+  for (int a = 0; a < 2; a++)
+    for (int d = 0; d < 3; d++) {
+      memset(&cases[n], 0, sizeof cases[n]);
+      cases[n].dtype = dtypes[a];
+      cases[n].head_dim = 128;
+      cases[n].causal = 1;
+      cases[n].quant = quants[d];
+      cases[n].accum = SJ_ACCUM_PVI8_SPLITV;
+      cases[n].short_seq = 1;
+      n++;
+    }
   assert_int_equal(n, N_CASES);
 
   work w;
@@ -168,10 +187,11 @@ static void test_wgmma_kernels_do_not_spill(void **state) {
                         : c->accum == SJ_ACCUM_PV16             ? "pv16"
                         : c->accum == SJ_ACCUM_PVI8             ? "pvi8"
                                                                 : "pvi8+splitv";
-    snprintf(what, sizeof what, "%s D%d %s %s %s",
+    snprintf(what, sizeof what, "%s D%d %s %s %s%s",
              c->dtype == SJ_DTYPE_BF16 ? "bf16" : "fp16", c->head_dim,
              c->causal ? "causal" : "dense",
-             (unsigned)c->quant < 4 ? qname[c->quant] : "?", aname);
+             (unsigned)c->quant < 4 ? qname[c->quant] : "?", aname,
+             c->short_seq ? " (short)" : "");
     if (c->st != SJ_OK) {
       print_error("%s: %s: %s\n", what, sj_status_name(c->st), c->msg);
       bad++;
