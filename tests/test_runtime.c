@@ -156,15 +156,30 @@ static void test_plan_defaults(void **state) {
   assert_true(sj_spec_name(&q.specs[3], n_short, sizeof n_short) == 0);
   assert_string_not_equal(n_long, n_short);
   assert_memory_equal(&q.specs[2], &p.specs[2], sizeof p.specs[2]);
+  /* the default's two bodies alone take the same shape (the default is
+   * bit for bit the mode it picks per head) */
+  static const sj_pv_accum bodies[] = {SJ_ACCUM_PVI8, SJ_ACCUM_FP32_FP32_SPLITV};
+  for (size_t i = 0; i < sizeof bodies / sizeof *bodies; i++) {
+    sj_plan r = auto_plan(&t90, SJ_DTYPE_BF16, 128, 1, bodies[i]);
+    assert_int_equal(sj_plan_short(&r, &t90), 1);
+    assert_int_equal(r.specs[3].wg_consumers, 0);
+    assert_int_equal(r.specs[3].ksub, 64);
+    assert_int_equal(r.specs[3].accum, bodies[i]);
+    assert_true(r.stages >= 2);
+    assert_true(3 * (sj_spec_shape(&r.specs[3]).smem_bytes + 1024) <=
+                t90.smem_optin + 1024);
+  }
   /* ... and nothing else: non-causal, D = 64, another mode, another family */
   const sj_plan others[] = {
       auto_plan(&t90, SJ_DTYPE_FP16, 128, 0, SJ_ACCUM_DEFAULT),
       auto_plan(&t90, SJ_DTYPE_FP16, 64, 1, SJ_ACCUM_DEFAULT),
-      auto_plan(&t90, SJ_DTYPE_FP16, 128, 1, SJ_ACCUM_PVI8),
+      auto_plan(&t90, SJ_DTYPE_FP16, 128, 1, SJ_ACCUM_FP32_FP32),
+      auto_plan(&t90, SJ_DTYPE_FP16, 128, 1, SJ_ACCUM_PV16),
       auto_plan(&t89, SJ_DTYPE_FP16, 128, 1, SJ_ACCUM_DEFAULT)};
-  for (size_t i = 0; i < sizeof others / sizeof *others; i++) {
+  const size_t n_others = sizeof others / sizeof *others;
+  for (size_t i = 0; i < n_others; i++) {
     q = others[i];
-    assert_int_equal(sj_plan_short(&q, i == 3 ? &t89 : &t90), 0);
+    assert_int_equal(sj_plan_short(&q, i == n_others - 1 ? &t89 : &t90), 0);
     assert_memory_equal(&q, &others[i], sizeof q);
   }
   /* What wgmma does not offer falls back to fp8pv under AUTO ... */

@@ -2,8 +2,9 @@
  * test_spills.c -- ptxas keeps every WGMMA attention kernel in registers.
  *
  * Each of the 180 sm_90a instantiations (2 dtypes x head dims 64, 128, 256
- * x causal x 3 granularities x 5 P.V modes), and the 6 of short causal
- * sequences (sj_plan_short: 2 dtypes x 3 granularities), is compiled with
+ * x causal x 3 granularities x 5 P.V modes), and the 18 of short causal
+ * sequences (sj_plan_short: 2 dtypes x 3 granularities x the default and
+ * its two bodies, pvi8 and split V), is compiled with
  * NVRTC and
  * ptxas's resource report ("--ptxas-options=-v", which the cache key never
  * sees), and its spill and stack bytes are read from the log.  The loop is
@@ -27,7 +28,7 @@
 
 #include "internal.h"
 
-#define N_CASES (2 * 3 * 2 * 3 * 5 + 2 * 3)
+#define N_CASES (2 * 3 * 2 * 3 * 5 + 2 * 3 * 3)
 
 typedef struct spill_case {
   sj_dtype dtype;
@@ -151,17 +152,20 @@ static void test_wgmma_kernels_do_not_spill(void **state) {
             cases[n].accum = accums[e];
             n++;
           }
+  static const sj_pv_accum short_accums[] = {
+      SJ_ACCUM_PVI8_SPLITV, SJ_ACCUM_PVI8, SJ_ACCUM_FP32_FP32_SPLITV};
   for (int a = 0; a < 2; a++)
-    for (int d = 0; d < 3; d++) {
-      memset(&cases[n], 0, sizeof cases[n]);
-      cases[n].dtype = dtypes[a];
-      cases[n].head_dim = 128;
-      cases[n].causal = 1;
-      cases[n].quant = quants[d];
-      cases[n].accum = SJ_ACCUM_PVI8_SPLITV;
-      cases[n].short_seq = 1;
-      n++;
-    }
+    for (int d = 0; d < 3; d++)
+      for (int e = 0; e < 3; e++) {
+        memset(&cases[n], 0, sizeof cases[n]);
+        cases[n].dtype = dtypes[a];
+        cases[n].head_dim = 128;
+        cases[n].causal = 1;
+        cases[n].quant = quants[d];
+        cases[n].accum = short_accums[e];
+        cases[n].short_seq = 1;
+        n++;
+      }
   assert_int_equal(n, N_CASES);
 
   work w;
