@@ -72,7 +72,7 @@ template <int D, int BN, int STAGES, bool SPLIT, int BQ, bool V16> struct WgSmem
   // the epilogue's per-channel V scale and V mean (fp32), loaded with Q
   static constexpr int SC_OFF = ONES_OFF + 1024;
   // barriers: q_full, k_full[STAGES], v_full[STAGES], empty[STAGES]; the
-  // total size (plus 1024 to align the base) is wgmma_smem in runtime/spec.c
+  // total size (plus 896 to align the base) is wgmma_smem in runtime/spec.c
   static constexpr int BAR_OFF = SC_OFF + 2 * D * 4;
   // per_block Q scales of the consumer warps (fused Q), after the barriers
   static constexpr int RED_OFF = BAR_OFF + 8 * (1 + 3 * STAGES);
@@ -423,7 +423,10 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
 
   const sj_attn_args &a = w.a;
   const sj_geom &G = a.g;
-  extern __shared__ u8 smem_raw[];
+  // The 128-byte swizzled tiles need a 1024-byte aligned base; the
+  // declared alignment makes the base 128-byte aligned, so 896 bytes of
+  // the allocation (wgmma_smem in runtime/spec.c) cover the round-up.
+  extern __shared__ __align__(128) u8 smem_raw[];
   u8 *smem = (u8 *)(((unsigned long long)smem_raw + 1023) & ~1023ull);
   const u32 s_base = smem_addr(smem);
   const u32 sQ = s_base + S::Q_OFF, sK0 = s_base + S::K_OFF, sV0 = s_base + S::V_OFF;

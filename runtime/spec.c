@@ -136,12 +136,15 @@ static int attn_smem(sj_family fam, int d, int stages, int split) {
 }
 
 /* Dynamic shared memory of attn_wgmma (WgSmem in sj_attn_wgmma.cuh), plus
- * room to align the base to 1024 bytes; nc consumer warpgroups of 64 rows,
- * V written in v_mode (sj_v_mode). */
+ * room to round its base up to 1024 bytes: the kernel declares the buffer
+ * 128-byte aligned, so 896 bytes suffice.  (With 1024 the solo D = 128
+ * kernel of two stages came to 76888 bytes, 88 over the 76800 that three
+ * CTAs per multiprocessor allow, and ran two.)  nc consumer warpgroups of
+ * 64 rows, V written in v_mode (sj_v_mode). */
 static int wgmma_smem(int d, int bn, int stages, int v_mode, int nc) {
   return 64 * sj_wg_groups(nc) * d + stages * (1 + sj_v_bytes(v_mode)) * bn * d +
          1024 /* ones */ + 8 * d /* V scale, mean */ + 8 * (1 + 3 * stages) +
-         32 /* fused Q: per_block scales of 8 warps */ + 1024 /* alignment */;
+         32 /* fused Q: per_block scales of 8 warps */ + 896 /* alignment */;
 }
 
 sj_launch_shape sj_spec_shape(const sj_spec *s) {
