@@ -1015,6 +1015,14 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
 #endif // __CUDA_ARCH_FEAT_SM90_ALL
 }
 
+// The split V body of a solo pvi8+splitv kernel at D = 128 with 128-key
+// tiles keeps one stage fewer than the pvi8 body, so that three CTAs fit
+// a multiprocessor (the pvi8 body's two stages, 76760 bytes, are the
+// larger; runtime/spec.c sizes the launch the same way).
+__host__ __device__ constexpr int solo_split_stages(int d, int bn, int stages, int nc) {
+  return nc == 0 && d == 128 && bn == 128 && stages > 1 ? stages - 1 : stages;
+}
+
 // BN: keys per KV tile (64 or 128).  STAGES: K/V buffers in flight.  NC:
 // consumer warpgroups, 64 query rows each; with NC = 1 two CTAs share a
 // multiprocessor (the producer's registers go to the consumer: 24 + 232 =
@@ -1051,7 +1059,8 @@ __global__ void __launch_bounds__(NC ? 128 * (NC + 1) : 128,
     if (((const u8 *)a.v_mode)[(i64)b * G.heads_kv + hk])
       attn_wgmma_body<DT, D, CAUSAL, QG, ACC_PVI8, STAGES, BN, NC, true>(w, qraw);
     else
-      attn_wgmma_body<DT, D, CAUSAL, QG, ACC_FP32_FP32_SPLITV, STAGES, BN, NC, true>(w, qraw);
+      attn_wgmma_body<DT, D, CAUSAL, QG, ACC_FP32_FP32_SPLITV, solo_split_stages(D, BN, STAGES, NC),
+                      BN, NC, true>(w, qraw);
   } else {
     attn_wgmma_body<DT, D, CAUSAL, QG, ACC, STAGES, BN, NC, false>(w, qraw);
   }

@@ -243,6 +243,12 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
  * they are (0).  `sagejit warm` compiles both. */
 #define SJ_SHORT_SEQ 2048
 int sj_plan_short(sj_plan *pl, const sj_target *t);
+/* Likewise for calls whose seq_q and seq_kv are both at most SJ_SOLO_SEQ
+ * and that sj_plan_short did not take: sj_plan_solo (wgmma, D = 128, the
+ * default or one of its two bodies alone; SAGEJIT_TUNE "solo=0" keeps the
+ * two-consumer kernel for A/B runs). */
+#define SJ_SOLO_SEQ 4096
+int sj_plan_solo(sj_plan *pl, const sj_target *t);
 
 /* --------------------------------------------------------------- compile */
 typedef struct sj_compiled {

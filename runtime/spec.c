@@ -147,14 +147,27 @@ static int wgmma_smem(int d, int bn, int stages, int v_mode, int nc) {
          32 /* fused Q: per_block scales of 8 warps */ + 896 /* alignment */;
 }
 
+/* The same, for an attention kernel's accumulation mode: the split V body
+ * of a solo pvi8+splitv kernel at D = 128 with 128-key tiles keeps one
+ * stage fewer than its pvi8 body (solo_split_stages in
+ * sj_attn_wgmma.cuh), and the launch takes the larger of the two. */
+static int wgmma_attn_smem(int d, int bn, int stages, sj_pv_accum acc, int nc) {
+  if (nc == 0 && acc == SJ_ACCUM_PVI8_SPLITV && d == 128 && bn == 128 && stages > 1) {
+    const int a = wgmma_smem(d, bn, stages, sj_v_mode(SJ_ACCUM_PVI8), 0);
+    const int b = wgmma_smem(d, bn, stages - 1, sj_v_mode(SJ_ACCUM_FP32_FP32_SPLITV), 0);
+    return a > b ? a : b;
+  }
+  return wgmma_smem(d, bn, stages, sj_v_mode(acc), nc);
+}
+
 sj_launch_shape sj_spec_shape(const sj_spec *s) {
   sj_launch_shape sh = {256, 0};
   switch (s->kind) {
   case SJ_KERNEL_ATTN:
     if (s->family == SJ_FAMILY_WGMMA) {
       sh.threads = s->wg_consumers ? 128 * (s->wg_consumers + 1) : 128;
-      sh.smem_bytes = wgmma_smem(s->head_dim, s->ksub, s->stages,
-                                 sj_v_mode(s->accum), s->wg_consumers);
+      sh.smem_bytes = wgmma_attn_smem(s->head_dim, s->ksub, s->stages, s->accum,
+                                      s->wg_consumers);
       break;
     }
     sh.threads = BLK_Q / s->warp_q * 32;
@@ -200,13 +213,19 @@ static int tune_int(const char *name, int a, int b, int dflt) {
 
 /* Stages of attn_wgmma: three where they fit the shared memory of one of
  * the CTAs a multiprocessor holds (each also keeps 1 KB for the system),
- * else two. */
+ * else two; solo CTAs take one where two do not fit either (split V alone
+ * at D = 128 with 128-key tiles: three CTAs of one stage rather than two
+ * of two). */
 static int wgmma_stages(const sj_target *t, int head_dim, int bn, sj_pv_accum acc,
                         int nc) {
   const int per_sm = nc == 1 ? 2 : (nc == 0 ? 3 : 1);
   const int smem_cap = (t->smem_optin + 1024) / per_sm - 1024;
-  const int stages = tune_int("stages=", 2, 3, 3);
-  return wgmma_smem(head_dim, bn, stages, sj_v_mode(acc), nc) > smem_cap ? 2 : stages;
+  int stages = tune_int("stages=", 2, 3, 3);
+  if (wgmma_attn_smem(head_dim, bn, stages, acc, nc) > smem_cap)
+    stages = 2;
+  if (nc == 0 && wgmma_attn_smem(head_dim, bn, stages, acc, nc) > smem_cap)
+    stages = 1;
+  return stages;
 }
 
 static int head_dim_ok(int d) {
@@ -324,8 +343,9 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
      * launch bounds in sj_attn_wgmma.cuh): +9-16 % at 1K, +8-11 % at 4K,
      * +6 % at 16K over one consumer with a producer (two CTAs), itself
      * +9-14 % over two consumers (w10, w19); pv16 keeps one consumer (not
-     * measured solo).  Solo CTAs at D = 128 (168 registers, no Q.K^T ahead)
-     * measured 2-17 % slower. */
+     * measured solo).  At D = 128 calls of at most SJ_SOLO_SEQ keys take
+     * solo CTAs too (sj_plan_solo, sj_plan_short); longer ones keep two
+     * consumers. */
     const int nc = tune_int("nc=", 0, 1, -1); /* nc=0, 1 or 2 */
     out->wg_consumers =
         nc >= 0 ? nc
@@ -423,6 +443,29 @@ int sj_plan_short(sj_plan *pl, const sj_target *t) {
   pl->stages = wgmma_stages(t, pl->head_dim, pl->ksub, pl->accum, 0);
   pl->specs[3].wg_consumers = pl->wg_consumers;
   pl->specs[3].ksub = pl->ksub;
+  pl->specs[3].stages = pl->stages;
+  return 1;
+}
+
+/* Sequences of at most SJ_SOLO_SEQ at D = 128 (those sj_plan_short does
+ * not take): solo CTAs with 128-key tiles, three per multiprocessor, the
+ * pvi8 body in two stages and split V's in one (wgmma_attn_smem).  H200,
+ * same call, against the two-consumer kernel (SAGEJIT_TUNE=solo=0), the
+ * default's attention at 1K / 2K / 4K: +6-8 / +8 / +5 %, causal 4K +9 %
+ * (end to end +5 / +6-7 / +5 %, causal 4K +8 %; bench/NOTES.md, w21); at
+ * 16K the pvi8 body alone measured -4 % solo: the 64-row CTAs read K and V
+ * from L2 twice as often.  Same modes as sj_plan_short, for the same
+ * reason. */
+int sj_plan_solo(sj_plan *pl, const sj_target *t) {
+  const char *tune = getenv("SAGEJIT_TUNE");
+  if (pl->family != SJ_FAMILY_WGMMA || pl->head_dim != 128 || pl->ksub != 128 ||
+      (pl->accum != SJ_ACCUM_PVI8_SPLITV && pl->accum != SJ_ACCUM_PVI8 &&
+       pl->accum != SJ_ACCUM_FP32_FP32_SPLITV) ||
+      (tune && (strstr(tune, "nc=") || strstr(tune, "bn=") || strstr(tune, "solo=0"))))
+    return 0;
+  pl->wg_consumers = 0;
+  pl->stages = wgmma_stages(t, pl->head_dim, pl->ksub, pl->accum, 0);
+  pl->specs[3].wg_consumers = pl->wg_consumers;
   pl->specs[3].stages = pl->stages;
   return 1;
 }

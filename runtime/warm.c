@@ -149,12 +149,19 @@ sj_status sj_warm(sj_context *ctx, const sj_warm_request *req,
                   skipped++;
                   continue;
                 }
-                /* and the attention kernel of short sequences, if any */
-                sj_plan short_plan = plan;
-                const int n_short = sj_plan_short(&short_plan, &targets[ti]);
-                for (int s = 0; s < plan.n_specs + n_short; s++)
+                /* and the attention kernels of short and of solo
+                 * sequences, if any */
+                sj_plan extra[2] = {plan, plan};
+                int n_extra = 0;
+                if (sj_plan_short(&extra[n_extra], &targets[ti]))
+                  n_extra++;
+                extra[n_extra] = plan;
+                if (sj_plan_solo(&extra[n_extra], &targets[ti]))
+                  n_extra++;
+                for (int s = 0; s < plan.n_specs + n_extra; s++)
                   if (add_item(&items, &n, &cap,
-                               s < plan.n_specs ? &plan.specs[s] : &short_plan.specs[3],
+                               s < plan.n_specs ? &plan.specs[s]
+                                                : &extra[s - plan.n_specs].specs[3],
                                &targets[ti]) != 0) {
                     free(items);
                     free(targets);

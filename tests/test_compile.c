@@ -37,10 +37,11 @@ static int count_row(void *user, const sj_cache_entry *e) {
 /* The default warm matrix, for all default targets: {fp16, bf16} x {64,
  * 128} x {causal 0, 1} with each target's default family.  Per target:
  * kv_stats (2 dtypes x 2 dims) + kv_finalize (2 dims) + quant (4) + attention
- * (8) = 18 distinct kernels; sm_90a adds the attention kernel of short
- * causal sequences at D = 128 (sj_plan_short), one per dtype. */
+ * (8) = 18 distinct kernels; sm_90a adds, at D = 128, the attention
+ * kernels of short causal sequences (sj_plan_short), one per dtype, and of
+ * solo sequences (sj_plan_solo), one per dtype and causal setting. */
 static int expected_kernels(const char *target) {
-  return 18 + (strcmp(target, "sm_90a") == 0 ? 2 : 0);
+  return 18 + (strcmp(target, "sm_90a") == 0 ? 2 + 4 : 0);
 }
 
 static void test_warm_default_matrix_all_targets(void **state) {

@@ -169,6 +169,44 @@ static void test_plan_defaults(void **state) {
     assert_true(3 * (sj_spec_shape(&r.specs[3]).smem_bytes + 1024) <=
                 t90.smem_optin + 1024);
   }
+  /* Longer sequences up to SJ_SOLO_SEQ: solo CTAs with 128-key tiles, three
+   * per multiprocessor; the default's pvi8 body in two stages, its split V
+   * body (and split V alone) in one */
+  static const sj_pv_accum solo_modes[] = {SJ_ACCUM_DEFAULT, SJ_ACCUM_PVI8,
+                                           SJ_ACCUM_FP32_FP32_SPLITV};
+  static const int solo_stages[] = {2, 2, 1};
+  for (size_t i = 0; i < 3; i++)
+    for (int causal = 0; causal < 2; causal++) {
+      sj_plan r = auto_plan(&t90, SJ_DTYPE_FP16, 128, causal, solo_modes[i]);
+      const sj_plan before = r;
+      assert_int_equal(sj_plan_solo(&r, &t90), 1);
+      assert_int_equal(r.specs[3].wg_consumers, 0);
+      assert_int_equal(r.specs[3].ksub, 128);
+      assert_int_equal(r.specs[3].stages, solo_stages[i]);
+      assert_int_equal(sj_spec_shape(&r.specs[3]).threads, 128);
+      assert_true(3 * (sj_spec_shape(&r.specs[3]).smem_bytes + 1024) <=
+                  t90.smem_optin + 1024);
+      char n_solo[256], n_two[256];
+      assert_true(sj_spec_name(&r.specs[3], n_solo, sizeof n_solo) == 0);
+      assert_true(sj_spec_name(&before.specs[3], n_two, sizeof n_two) == 0);
+      assert_string_not_equal(n_solo, n_two);
+      assert_memory_equal(&r.specs[2], &before.specs[2], sizeof r.specs[2]);
+    }
+  /* the default's launch holds the larger of its two bodies: pvi8 in two
+   * stages, split V in one */
+  {
+    sj_plan r = auto_plan(&t90, SJ_DTYPE_FP16, 128, 0, SJ_ACCUM_DEFAULT);
+    sj_plan i8 = auto_plan(&t90, SJ_DTYPE_FP16, 128, 0, SJ_ACCUM_PVI8);
+    sj_plan sv = auto_plan(&t90, SJ_DTYPE_FP16, 128, 0, SJ_ACCUM_FP32_FP32_SPLITV);
+    assert_int_equal(sj_plan_solo(&r, &t90), 1);
+    assert_int_equal(sj_plan_solo(&i8, &t90), 1);
+    assert_int_equal(sj_plan_solo(&sv, &t90), 1);
+    const int m = sj_spec_shape(&r.specs[3]).smem_bytes;
+    const int a = sj_spec_shape(&i8.specs[3]).smem_bytes;
+    const int b = sj_spec_shape(&sv.specs[3]).smem_bytes;
+    assert_int_equal(m, a > b ? a : b);
+    assert_true(a > b);
+  }
   /* ... and nothing else: non-causal, D = 64, another mode, another family */
   const sj_plan others[] = {
       auto_plan(&t90, SJ_DTYPE_FP16, 128, 0, SJ_ACCUM_DEFAULT),
@@ -181,6 +219,20 @@ static void test_plan_defaults(void **state) {
     q = others[i];
     assert_int_equal(sj_plan_short(&q, i == n_others - 1 ? &t89 : &t90), 0);
     assert_memory_equal(&q, &others[i], sizeof q);
+  }
+  /* solo: not at D = 64 (solo already), 256, nor for fp32+fp32, pv16 or
+   * another family */
+  const sj_plan not_solo[] = {
+      auto_plan(&t90, SJ_DTYPE_FP16, 64, 0, SJ_ACCUM_DEFAULT),
+      auto_plan(&t90, SJ_DTYPE_FP16, 256, 0, SJ_ACCUM_DEFAULT),
+      auto_plan(&t90, SJ_DTYPE_FP16, 128, 0, SJ_ACCUM_FP32_FP32),
+      auto_plan(&t90, SJ_DTYPE_FP16, 128, 1, SJ_ACCUM_PV16),
+      auto_plan(&t89, SJ_DTYPE_FP16, 128, 0, SJ_ACCUM_DEFAULT)};
+  const size_t n_not = sizeof not_solo / sizeof *not_solo;
+  for (size_t i = 0; i < n_not; i++) {
+    q = not_solo[i];
+    assert_int_equal(sj_plan_solo(&q, i == n_not - 1 ? &t89 : &t90), 0);
+    assert_memory_equal(&q, &not_solo[i], sizeof q);
   }
   /* What wgmma does not offer falls back to fp8pv under AUTO ... */
   p = auto_plan(&t90, SJ_DTYPE_FP16, 96, 0, SJ_ACCUM_DEFAULT);

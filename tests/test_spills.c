@@ -2,9 +2,10 @@
  * test_spills.c -- ptxas keeps every WGMMA attention kernel in registers.
  *
  * Each of the 180 sm_90a instantiations (2 dtypes x head dims 64, 128, 256
- * x causal x 3 granularities x 5 P.V modes), and the 18 of short causal
+ * x causal x 3 granularities x 5 P.V modes), the 18 of short causal
  * sequences (sj_plan_short: 2 dtypes x 3 granularities x the default and
- * its two bodies, pvi8 and split V), is compiled with
+ * its two bodies, pvi8 and split V) and the 36 of solo sequences
+ * (sj_plan_solo: the same x causal), is compiled with
  * NVRTC and
  * ptxas's resource report ("--ptxas-options=-v", which the cache key never
  * sees), and its spill and stack bytes are read from the log.  The loop is
@@ -28,14 +29,15 @@
 
 #include "internal.h"
 
-#define N_CASES (2 * 3 * 2 * 3 * 5 + 2 * 3 * 3)
+#define N_CASES (2 * 3 * 2 * 3 * 5 + 2 * 3 * 3 + 2 * 3 * 3 * 2)
 
 typedef struct spill_case {
   sj_dtype dtype;
   int head_dim, causal;
   sj_quant_gran quant;
   sj_pv_accum accum;
-  int short_seq; /* the kernel of short sequences (sj_plan_short) */
+  int short_seq; /* 1: the kernel of short sequences (sj_plan_short), 2:
+                   of solo sequences (sj_plan_solo) */
   /* results */
   sj_status st;
   int parsed; /* the report's three numbers and the register count read */
@@ -73,7 +75,8 @@ static void run_case(const sj_target *t, spill_case *c) {
                        c->quant, c->accum, 1, 0, &plan, c->msg, sizeof c->msg);
   if (c->st != SJ_OK)
     return;
-  if (c->short_seq && !sj_plan_short(&plan, t)) {
+  if ((c->short_seq == 1 && !sj_plan_short(&plan, t)) ||
+      (c->short_seq == 2 && !sj_plan_solo(&plan, t))) {
     c->st = SJ_ERR_INTERNAL;
     snprintf(c->msg, sizeof c->msg, "plan has no short-sequence kernel");
     return;
@@ -166,6 +169,19 @@ static void test_wgmma_kernels_do_not_spill(void **state) {
         cases[n].short_seq = 1;
         n++;
       }
+  for (int a = 0; a < 2; a++)
+    for (int d = 0; d < 3; d++)
+      for (int e = 0; e < 3; e++)
+        for (int c = 0; c < 2; c++) {
+          memset(&cases[n], 0, sizeof cases[n]);
+          cases[n].dtype = dtypes[a];
+          cases[n].head_dim = 128;
+          cases[n].causal = c;
+          cases[n].quant = quants[d];
+          cases[n].accum = short_accums[e];
+          cases[n].short_seq = 2;
+          n++;
+        }
   assert_int_equal(n, N_CASES);
 
   work w;
@@ -195,7 +211,7 @@ static void test_wgmma_kernels_do_not_spill(void **state) {
              c->dtype == SJ_DTYPE_BF16 ? "bf16" : "fp16", c->head_dim,
              c->causal ? "causal" : "dense",
              (unsigned)c->quant < 4 ? qname[c->quant] : "?", aname,
-             c->short_seq ? " (short)" : "");
+             c->short_seq == 1 ? " (short)" : (c->short_seq == 2 ? " (solo)" : ""));
     if (c->st != SJ_OK) {
       print_error("%s: %s: %s\n", what, sj_status_name(c->st), c->msg);
       bad++;
