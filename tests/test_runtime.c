@@ -96,6 +96,17 @@ static sj_plan auto_plan(const sj_target *t, sj_dtype dt, int d, int causal,
   return p;
 }
 
+/* A length route (sj_plan_short, sj_plan_solo) leaves each of these plans
+ * as it is and says so; the last one is for t_last (another target). */
+static void unrouted(int (*route)(sj_plan *, const sj_target *), const sj_plan *plans,
+                     size_t n, const sj_target *t, const sj_target *t_last) {
+  for (size_t i = 0; i < n; i++) {
+    sj_plan q = plans[i];
+    assert_int_equal(route(&q, i == n - 1 ? t_last : t), 0);
+    assert_memory_equal(&q, &plans[i], sizeof q);
+  }
+}
+
 static void test_plan_defaults(void **state) {
   (void)state;
   sj_target t80, t89, t90;
@@ -214,12 +225,7 @@ static void test_plan_defaults(void **state) {
       auto_plan(&t90, SJ_DTYPE_FP16, 128, 1, SJ_ACCUM_FP32_FP32),
       auto_plan(&t90, SJ_DTYPE_FP16, 128, 1, SJ_ACCUM_PV16),
       auto_plan(&t89, SJ_DTYPE_FP16, 128, 1, SJ_ACCUM_DEFAULT)};
-  const size_t n_others = sizeof others / sizeof *others;
-  for (size_t i = 0; i < n_others; i++) {
-    q = others[i];
-    assert_int_equal(sj_plan_short(&q, i == n_others - 1 ? &t89 : &t90), 0);
-    assert_memory_equal(&q, &others[i], sizeof q);
-  }
+  unrouted(sj_plan_short, others, sizeof others / sizeof *others, &t90, &t89);
   /* solo: not at D = 64 (solo already), 256, nor for fp32+fp32, pv16 or
    * another family */
   const sj_plan not_solo[] = {
@@ -228,12 +234,7 @@ static void test_plan_defaults(void **state) {
       auto_plan(&t90, SJ_DTYPE_FP16, 128, 0, SJ_ACCUM_FP32_FP32),
       auto_plan(&t90, SJ_DTYPE_FP16, 128, 1, SJ_ACCUM_PV16),
       auto_plan(&t89, SJ_DTYPE_FP16, 128, 0, SJ_ACCUM_DEFAULT)};
-  const size_t n_not = sizeof not_solo / sizeof *not_solo;
-  for (size_t i = 0; i < n_not; i++) {
-    q = not_solo[i];
-    assert_int_equal(sj_plan_solo(&q, i == n_not - 1 ? &t89 : &t90), 0);
-    assert_memory_equal(&q, &not_solo[i], sizeof q);
-  }
+  unrouted(sj_plan_solo, not_solo, sizeof not_solo / sizeof *not_solo, &t90, &t89);
   /* What wgmma does not offer falls back to fp8pv under AUTO ... */
   p = auto_plan(&t90, SJ_DTYPE_FP16, 96, 0, SJ_ACCUM_DEFAULT);
   assert_int_equal(p.family, SJ_FAMILY_FP8PV);
