@@ -2,7 +2,7 @@
 # bench/gpu_session.sh BUILD STEP... -- one device session: GPU tests, the CLI
 # self-check, benchmarks and baselines, each step logged under $OUT.
 # Steps: info test varlen faults check bench tune3 sdpa firstcall sanitize
-# splitcheck splitbench splitlong autobench autolong ...
+# splitcheck splitbench splitlong autobench autolong sa2 ...
 set -u
 build=${1:?build dir}; shift
 export LD_LIBRARY_PATH=$PWD/$build/gpu-libs:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -131,6 +131,17 @@ for step in "$@"; do
       timeout 400 python3 bench/long_accuracy.py --seq 4096,16384 --data gauss,v-outliers,v-offset \
         --modes wgmma:pvi8+splitv,wgmma:pvi8,wgmma:fp32+fp32+splitv > "$OUT/autolong.log" 2>&1
       echo "autolong rc=$?"; cat "$OUT/autolong.log" ;;
+    sa2)
+      # SageAttention2's own kernels on this card (bench/sa2; build them
+      # first with bench/sa2/build.sh SA2_CSRC build-sa2/bin and carry
+      # build-sa2/bin), then ours on the same shapes, two rounds
+      for r in 1 2; do
+        timeout 120 build-sa2/bin/sa2_sm90_bench --head-dim 128,64 --seq 1024,2048,4096,16384 --causal 0,1 2>&1 | grep -E "^(sa2|check)"
+        timeout 200 $cli bench --family wgmma --head-dim 128,64 --seq 1024,2048,4096,16384 --causal 0,1 --no-progress 2>&1 | grep -E "^ +[0-9]"
+      done > "$OUT/sa2.log" 2>&1
+      timeout 200 build-sa2/bin/sa2_mma_bench --head-dim 128,64 --causal 0,1 >> "$OUT/sa2.log" 2>&1
+      timeout 300 $cli bench --family fp16pv,fp8pv --accum fp32,fp32+fp16,fp32+fp32,pvi8 --head-dim 128,64 --causal 0,1 --no-progress 2>&1 | grep -E "^ +[0-9]" >> "$OUT/sa2.log"
+      echo "sa2 done"; cut -c1-160 "$OUT/sa2.log" | grep -v "^check" ;;
     *) echo "unknown step $step" ;;
   esac
 done
