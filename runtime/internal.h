@@ -238,9 +238,10 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
                        sj_plan *out, char *msg, size_t msg_size);
 /* Calls whose seq_q and seq_kv are both at most SJ_SHORT_SEQ may run
  * another attention kernel: sj_plan_short rewrites a plan that has one
- * (wgmma, D = 128, causal, the default pvi8+splitv, no SAGEJIT_TUNE
- * override of nc= or bn=) to it and returns 1; other plans are left as
- * they are (0).  `sagejit warm` compiles both. */
+ * (wgmma, D = 128, causal, the default pvi8+splitv or one of its two
+ * bodies alone, pvi8 and split V; no SAGEJIT_TUNE override of nc= or bn=)
+ * to it and returns 1; other plans are left as they are (0).  `sagejit
+ * warm` compiles every kernel a call may pick. */
 #define SJ_SHORT_SEQ 2048
 int sj_plan_short(sj_plan *pl, const sj_target *t);
 /* Likewise for calls whose seq_q and seq_kv are both at most SJ_SOLO_SEQ
