@@ -235,10 +235,7 @@ static sj_status plan_call(sj_context *ctx, call *c, const options *o) {
                               o->smooth_v, &c->plan, msg, sizeof msg);
   if (st != SJ_OK)
     return sj_fail(ctx, st, "%s", msg);
-  const int is_short = c->seq_q <= SJ_SHORT_SEQ && c->seq_kv <= SJ_SHORT_SEQ &&
-                       sj_plan_short(&c->plan, &ctx->target);
-  if (!is_short && c->seq_q <= SJ_SOLO_SEQ && c->seq_kv <= SJ_SOLO_SEQ)
-    (void)sj_plan_solo(&c->plan, &ctx->target);
+  sj_plan_for_length(&c->plan, &ctx->target, c->seq_q, c->seq_kv);
   return SJ_OK;
 }
 

@@ -250,6 +250,10 @@ int sj_plan_short(sj_plan *pl, const sj_target *t);
  * two-consumer kernel for A/B runs). */
 #define SJ_SOLO_SEQ 4096
 int sj_plan_solo(sj_plan *pl, const sj_target *t);
+/* The plan of a call of these lengths: sj_plan_short, else sj_plan_solo,
+ * where they apply (the one place attention.c and warm.c take it from). */
+void sj_plan_for_length(sj_plan *pl, const sj_target *t, int64_t seq_q,
+                        int64_t seq_kv);
 
 /* --------------------------------------------------------------- compile */
 typedef struct sj_compiled {

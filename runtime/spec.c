@@ -421,29 +421,41 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
   return SJ_OK;
 }
 
+/* The plans a call's length may reroute (sj_plan_short, sj_plan_solo):
+ * wgmma at D = 128 in the default pvi8+splitv or one of its two bodies
+ * alone (pvi8, split V), so that the default stays bit for bit the mode it
+ * picks for each head (test_gpu's test_v_auto), and no SAGEJIT_TUNE
+ * override of nc= or bn= (nor `knob`, if given). */
+static int length_routed(const sj_plan *pl, const char *knob) {
+  const char *tune = getenv("SAGEJIT_TUNE");
+  return pl->family == SJ_FAMILY_WGMMA && pl->head_dim == 128 &&
+         (pl->accum == SJ_ACCUM_PVI8_SPLITV || pl->accum == SJ_ACCUM_PVI8 ||
+          pl->accum == SJ_ACCUM_FP32_FP32_SPLITV) &&
+         !(tune && (strstr(tune, "nc=") || strstr(tune, "bn=") ||
+                    (knob && strstr(tune, knob))));
+}
+
+/* The plan's attention kernel as solo CTAs at its tile size (pl->ksub). */
+static void make_solo(sj_plan *pl, const sj_target *t) {
+  pl->wg_consumers = 0;
+  pl->stages = wgmma_stages(t, pl->head_dim, pl->ksub, pl->accum, 0);
+  pl->specs[3].wg_consumers = pl->wg_consumers;
+  pl->specs[3].ksub = pl->ksub;
+  pl->specs[3].stages = pl->stages;
+}
+
 /* Short causal sequences at D = 128: solo CTAs (64 rows, no producer) with
  * 64-key tiles.  A causal head of N <= 2K has few Q blocks, most of them
  * short, and each CTA's prologue and epilogue are a large part of its time;
  * three solo CTAs per multiprocessor overlap them, and 64-key tiles cut
  * the masked work on the diagonal.  H200, same call, attention (end to
  * end) against the default: +16-17 % (+12-14 %) at 512, +16 % (+10 %) at
- * 1K, +6 % (+5 %) at 2K, -3 % (-2 %) at 4K (bench/NOTES.md, w20).  The
- * default's two bodies asked for alone (pvi8, split V) take the same
- * kernel shape, so that the default's output stays bit for bit the output
- * of the mode it picks for each head (test_gpu's test_v_auto). */
+ * 1K, +6 % (+5 %) at 2K, -3 % (-2 %) at 4K (bench/NOTES.md, w20). */
 int sj_plan_short(sj_plan *pl, const sj_target *t) {
-  const char *tune = getenv("SAGEJIT_TUNE");
-  if (pl->family != SJ_FAMILY_WGMMA || pl->head_dim != 128 || !pl->causal ||
-      (pl->accum != SJ_ACCUM_PVI8_SPLITV && pl->accum != SJ_ACCUM_PVI8 &&
-       pl->accum != SJ_ACCUM_FP32_FP32_SPLITV) ||
-      (tune && (strstr(tune, "nc=") || strstr(tune, "bn="))))
+  if (!pl->causal || !length_routed(pl, NULL))
     return 0;
-  pl->wg_consumers = 0;
   pl->ksub = 64;
-  pl->stages = wgmma_stages(t, pl->head_dim, pl->ksub, pl->accum, 0);
-  pl->specs[3].wg_consumers = pl->wg_consumers;
-  pl->specs[3].ksub = pl->ksub;
-  pl->specs[3].stages = pl->stages;
+  make_solo(pl, t);
   return 1;
 }
 
@@ -454,18 +466,18 @@ int sj_plan_short(sj_plan *pl, const sj_target *t) {
  * default's attention at 1K / 2K / 4K: +6-8 / +8 / +5 %, causal 4K +9 %
  * (end to end +5 / +6-7 / +5 %, causal 4K +8 %; bench/NOTES.md, w21); at
  * 16K the pvi8 body alone measured -4 % solo: the 64-row CTAs read K and V
- * from L2 twice as often.  Same modes as sj_plan_short, for the same
- * reason. */
+ * from L2 twice as often. */
 int sj_plan_solo(sj_plan *pl, const sj_target *t) {
-  const char *tune = getenv("SAGEJIT_TUNE");
-  if (pl->family != SJ_FAMILY_WGMMA || pl->head_dim != 128 || pl->ksub != 128 ||
-      (pl->accum != SJ_ACCUM_PVI8_SPLITV && pl->accum != SJ_ACCUM_PVI8 &&
-       pl->accum != SJ_ACCUM_FP32_FP32_SPLITV) ||
-      (tune && (strstr(tune, "nc=") || strstr(tune, "bn=") || strstr(tune, "solo=0"))))
+  if (pl->ksub != 128 || !length_routed(pl, "solo=0"))
     return 0;
-  pl->wg_consumers = 0;
-  pl->stages = wgmma_stages(t, pl->head_dim, pl->ksub, pl->accum, 0);
-  pl->specs[3].wg_consumers = pl->wg_consumers;
-  pl->specs[3].stages = pl->stages;
+  make_solo(pl, t);
   return 1;
+}
+
+void sj_plan_for_length(sj_plan *pl, const sj_target *t, int64_t seq_q,
+                        int64_t seq_kv) {
+  if (seq_q <= SJ_SHORT_SEQ && seq_kv <= SJ_SHORT_SEQ && sj_plan_short(pl, t))
+    return;
+  if (seq_q <= SJ_SOLO_SEQ && seq_kv <= SJ_SOLO_SEQ)
+    (void)sj_plan_solo(pl, t);
 }

@@ -149,19 +149,15 @@ sj_status sj_warm(sj_context *ctx, const sj_warm_request *req,
                   skipped++;
                   continue;
                 }
-                /* and the attention kernels of short and of solo
-                 * sequences, if any */
-                sj_plan extra[2] = {plan, plan};
-                int n_extra = 0;
-                if (sj_plan_short(&extra[n_extra], &targets[ti]))
-                  n_extra++;
-                extra[n_extra] = plan;
-                if (sj_plan_solo(&extra[n_extra], &targets[ti]))
-                  n_extra++;
-                for (int s = 0; s < plan.n_specs + n_extra; s++)
+                /* and the attention kernels the call's length may pick
+                 * instead (add_item drops repeats) */
+                sj_plan by_len[2] = {plan, plan};
+                sj_plan_for_length(&by_len[0], &targets[ti], SJ_SHORT_SEQ, SJ_SHORT_SEQ);
+                sj_plan_for_length(&by_len[1], &targets[ti], SJ_SOLO_SEQ, SJ_SOLO_SEQ);
+                for (int s = 0; s < plan.n_specs + 2; s++)
                   if (add_item(&items, &n, &cap,
                                s < plan.n_specs ? &plan.specs[s]
-                                                : &extra[s - plan.n_specs].specs[3],
+                                                : &by_len[s - plan.n_specs].specs[3],
                                &targets[ti]) != 0) {
                     free(items);
                     free(targets);
