@@ -18,12 +18,13 @@
 //     than the source order: bench/NOTES.md).  Every
 //     consumer thread arrives on a stage's `empty` barrier once its P.V has
 //     completed, which frees the stage for the producer.
-// At D = 64 (NC = 0, "solo") the CTA is one warpgroup of 64 rows with no
-// producer: its thread 0 issues the copies, refilling a stage as soon as
-// every thread has arrived on its `empty` barrier, and the tiles run one
-// at a time (no Q.K^T ahead), in 128 registers (the launch bounds allow
-// 168): three or more CTAs share a multiprocessor, and each one's
-// prologue and epilogue hide under the others' loops.
+// With NC = 0 ("solo": D = 64, and D = 128 calls of at most 4096 keys,
+// runtime/spec.c) the CTA is one warpgroup of 64 rows with no producer:
+// its thread 0 issues the copies, refilling a stage as soon as every
+// thread has arrived on its `empty` barrier, and the tiles run one at a
+// time (no Q.K^T ahead), in at most 168 registers (128 at D = 64): three
+// or more CTAs share a multiprocessor, and each one's prologue and
+// epilogue hide under the others' loops.
 // The S accumulator of a warp has the mma.m16n8 layout (lane (g, t) holds
 // keys 8j + 2t, 8j + 2t + 1 of rows g and g + 8), and the e4m3 A fragment
 // of wgmma k32 the mma.m16n8k32 layout, so the V permutation of sj_quant.cuh
@@ -159,6 +160,8 @@ template <int ROW_BYTES> __device__ __forceinline__ u64 wg_desc(u32 e) {
 }
 // 64-row consumer warpgroups of a CTA: NC, or one for the solo CTA (NC = 0)
 __host__ __device__ constexpr int wg_groups(int nc) { return nc ? nc : 1; }
+// the first consumer thread: after the producer warpgroup, if there is one
+__host__ __device__ constexpr int wg_ct0(int nc) { return nc ? 128 : 0; }
 template <int NC> __device__ __forceinline__ void consumer_sync() {
   asm volatile("bar.sync 1, %0;\n" ::"n"(wg_groups(NC) * 128) : "memory");
 }
@@ -391,7 +394,7 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
   // issues the TMA copies, three CTAs share a multiprocessor.
   constexpr bool SOLO = NC == 0;
   constexpr int NCC = wg_groups(NC); // consumer warpgroups
-  constexpr int CT0 = SOLO ? 0 : 128; // first consumer thread
+  constexpr int CT0 = wg_ct0(NC);     // first consumer thread
   constexpr int BQ = 64 * NCC; // query rows per CTA
   static_assert(NC == 0 || NC == 1 || NC == 2, "consumer warpgroups");
   typedef WgSmem<D, BN, STAGES, SPLIT, BQ, V16> S;
@@ -900,13 +903,17 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
   consumer_sync<NC>();
   load_kscale(0);
   mbar_wait(q_full, 0);
-  if (n_tiles > 0) {
-    mbar_wait(SJ_K_FULL(0), 0);
+  // Q.K^T of the tile in `stage` once its K has landed, waited for
+  auto qk_now = [&](int stage, int parity) {
+    mbar_wait(SJ_K_FULL(stage), parity);
     wg_fence();
-    issue_qk(0);
+    issue_qk(stage);
     wg_commit();
     wg_wait<0>();
     reg_fence(s);
+  };
+  if (n_tiles > 0) {
+    qk_now(0, 0);
     if constexpr (SOLO) {
       // One tile at a time (the registers of three CTAs per
       // multiprocessor); thread 0 refills the stage as soon as every
@@ -921,13 +928,7 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
           mbar_wait(SJ_EMPTY(st), par);
           load_tile(solo_rows, j + STAGES);
         }
-        const int st1 = (j + 1) % STAGES, par1 = ((j + 1) / STAGES) & 1;
-        mbar_wait(SJ_K_FULL(st1), par1);
-        wg_fence();
-        issue_qk(st1);
-        wg_commit();
-        wg_wait<0>();
-        reg_fence(s);
+        qk_now((j + 1) % STAGES, ((j + 1) / STAGES) & 1);
       }
     } else {
     // Step j: S(j) -> sf; Q.K^T of tile j + 1 runs during the softmax of
@@ -1033,8 +1034,9 @@ __host__ __device__ constexpr int solo_split_stages(int d, int bn, int stages, i
 //
 // ACC_PVI8_SPLITV holds both the pvi8 and the split V body; each CTA runs
 // the one kv_finalize chose for its (batch, kv head) (a uniform branch
-// outside the loop: the shared memory is sized for split V, and either
-// body uses the same registers per thread).
+// outside the loop: the shared memory is sized for the larger body, split
+// V's but in solo_split_stages' case, and either body uses the same
+// registers per thread).
 template <int DT, int D, bool CAUSAL, int QG, int ACC, int STAGES, int BN, int NC>
 __global__ void __launch_bounds__(NC ? 128 * (NC + 1) : 128,
                                   NC == 1 ? 2 : (NC == 0 ? 3 : 1))
@@ -1044,7 +1046,7 @@ __global__ void __launch_bounds__(NC ? 128 * (NC + 1) : 128,
   if constexpr (ACC == ACC_PVI8_SPLITV) {
     const sj_attn_args &a = w.a;
     const sj_geom &G = a.g;
-    constexpr int BQ = 64 * wg_groups(NC), CT0 = NC ? 128 : 0;
+    constexpr int BQ = 64 * wg_groups(NC), CT0 = wg_ct0(NC);
     const int qblk = CAUSAL ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
     const int h = blockIdx.y, b = blockIdx.z;
     const int q0 = qblk * BQ;
