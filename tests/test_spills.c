@@ -155,33 +155,23 @@ static void test_wgmma_kernels_do_not_spill(void **state) {
             cases[n].accum = accums[e];
             n++;
           }
-  static const sj_pv_accum short_accums[] = {
+  /* the length-routed kernels: short (causal only) and solo (both) */
+  static const sj_pv_accum routed_accums[] = {
       SJ_ACCUM_PVI8_SPLITV, SJ_ACCUM_PVI8, SJ_ACCUM_FP32_FP32_SPLITV};
-  for (int a = 0; a < 2; a++)
-    for (int d = 0; d < 3; d++)
-      for (int e = 0; e < 3; e++) {
-        memset(&cases[n], 0, sizeof cases[n]);
-        cases[n].dtype = dtypes[a];
-        cases[n].head_dim = 128;
-        cases[n].causal = 1;
-        cases[n].quant = quants[d];
-        cases[n].accum = short_accums[e];
-        cases[n].short_seq = 1;
-        n++;
-      }
-  for (int a = 0; a < 2; a++)
-    for (int d = 0; d < 3; d++)
-      for (int e = 0; e < 3; e++)
-        for (int c = 0; c < 2; c++) {
-          memset(&cases[n], 0, sizeof cases[n]);
-          cases[n].dtype = dtypes[a];
-          cases[n].head_dim = 128;
-          cases[n].causal = c;
-          cases[n].quant = quants[d];
-          cases[n].accum = short_accums[e];
-          cases[n].short_seq = 2;
-          n++;
-        }
+  for (int route = 1; route <= 2; route++)
+    for (int a = 0; a < 2; a++)
+      for (int d = 0; d < 3; d++)
+        for (int e = 0; e < 3; e++)
+          for (int c = route == 1; c < 2; c++) {
+            memset(&cases[n], 0, sizeof cases[n]);
+            cases[n].dtype = dtypes[a];
+            cases[n].head_dim = 128;
+            cases[n].causal = c;
+            cases[n].quant = quants[d];
+            cases[n].accum = routed_accums[e];
+            cases[n].short_seq = route;
+            n++;
+          }
   assert_int_equal(n, N_CASES);
 
   work w;
