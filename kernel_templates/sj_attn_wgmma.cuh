@@ -20,8 +20,10 @@
 //     completed, which frees the stage for the producer.
 // With NC = 0 ("solo": D = 64, and D = 128 calls of at most 4096 keys,
 // runtime/spec.c) the CTA is one warpgroup of 64 rows with no producer:
-// its thread 0 issues the copies, refilling a stage as soon as every
-// thread has arrived on its `empty` barrier, and the tiles run one at a
+// its thread 0 issues the copies, refilling a stage once every thread
+// has arrived on its `empty` barrier (with two or more stages, right after
+// the next tile's Q.K^T is issued, so that neither the wait nor the copy
+// holds the warpgroup's next wgmma back), and the tiles run one at a
 // time (no Q.K^T ahead), in at most 168 registers (128 at D = 64): three
 // or more CTAs share a multiprocessor, and each one's prologue and
 // epilogue hide under the others' loops.
@@ -916,19 +918,37 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
     qk_now(0, 0);
     if constexpr (SOLO) {
       // One tile at a time (the registers of three CTAs per
-      // multiprocessor); thread 0 refills the stage as soon as every
-      // thread is done with it (STAGES - 1 tiles in flight meanwhile).
+      // multiprocessor); thread 0 refills the stage once every thread is
+      // done with it (STAGES - 1 tiles in flight meanwhile).  With two or
+      // more stages it does so after the next tile's Q.K^T is issued:
+      // refilling first, its warp waited for the other three's folds and
+      // then issued the copies while they waited for it at that wgmma
+      // (+5-8 % at D = 128, +2-4 % at D = 64; bench/NOTES.md, w22).
       for (int j = 0; j < n_tiles - 1; j++) {
         const int st = j % STAGES, par = (j / STAGES) & 1;
+        const int st1 = (j + 1) % STAGES, par1 = ((j + 1) / STAGES) & 1;
         convert_tile(j);
         softmax_pv(st, par);
         wg_wait<0>();
         finish_pv(st);
-        if (threadIdx.x == 0 && j + STAGES < n_tiles) {
-          mbar_wait(SJ_EMPTY(st), par);
-          load_tile(solo_rows, j + STAGES);
+        auto refill = [&]() {
+          if (threadIdx.x == 0 && j + STAGES < n_tiles) {
+            mbar_wait(SJ_EMPTY(st), par);
+            load_tile(solo_rows, j + STAGES);
+          }
+        };
+        if constexpr (STAGES == 1) {
+          refill();
+          qk_now(st1, par1);
+        } else {
+          mbar_wait(SJ_K_FULL(st1), par1);
+          wg_fence();
+          issue_qk(st1);
+          wg_commit();
+          refill();
+          wg_wait<0>();
+          reg_fence(s);
         }
-        qk_now((j + 1) % STAGES, ((j + 1) / STAGES) & 1);
       }
     } else {
     // Step j: S(j) -> sf; Q.K^T of tile j + 1 runs during the softmax of
