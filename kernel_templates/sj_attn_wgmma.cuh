@@ -18,7 +18,7 @@
 //     than the source order: bench/NOTES.md).  Every
 //     consumer thread arrives on a stage's `empty` barrier once its P.V has
 //     completed, which frees the stage for the producer.
-// With NC = 0 ("solo": D = 64, and D = 128 calls of at most 4096 keys,
+// With NC = 0 ("solo": D = 64, and D = 128 calls of at most 8192 keys,
 // runtime/spec.c) the CTA is one warpgroup of 64 rows with no producer:
 // its thread 0 issues the copies, refilling a stage once every thread
 // has arrived on its `empty` barrier (with two or more stages, right after

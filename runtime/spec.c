@@ -464,9 +464,11 @@ int sj_plan_short(sj_plan *pl, const sj_target *t) {
  * pvi8 body in two stages and split V's in one (wgmma_attn_smem).  H200,
  * same call, against the two-consumer kernel (SAGEJIT_TUNE=solo=0), the
  * default's attention at 1K / 2K / 4K: +6-8 / +8 / +5 %, causal 4K +9 %
- * (end to end +5 / +6-7 / +5 %, causal 4K +8 %; bench/NOTES.md, w21); at
- * 16K the pvi8 body alone measured -4 % solo: the 64-row CTAs read K and V
- * from L2 twice as often. */
+ * (end to end +5 / +6-7 / +5 %, causal 4K +8 %; bench/NOTES.md, w21).
+ * Since w22 (the solo refill after the next Q.K^T issue) also at 8K:
+ * +1 % non-causal, +11-12 % causal; at 16K -1 % non-causal (+2 % causal),
+ * where the 64-row CTAs' doubled K/V reads from L2 catch up with them,
+ * so longer calls keep two consumers. */
 int sj_plan_solo(sj_plan *pl, const sj_target *t) {
   if (pl->ksub != 128 || !length_routed(pl, "solo=0"))
     return 0;
