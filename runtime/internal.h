@@ -242,7 +242,7 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
  * bodies alone, pvi8 and split V; no SAGEJIT_TUNE override of nc= or bn=)
  * to it and returns 1; other plans are left as they are (0).  `sagejit
  * warm` compiles every kernel a call may pick. */
-#define SJ_SHORT_SEQ 2048
+#define SJ_SHORT_SEQ 1024
 int sj_plan_short(sj_plan *pl, const sj_target *t);
 /* Likewise for calls whose seq_q and seq_kv are both at most SJ_SOLO_SEQ
  * and that sj_plan_short did not take: sj_plan_solo (wgmma, D = 128, the

@@ -445,12 +445,14 @@ static void make_solo(sj_plan *pl, const sj_target *t) {
 }
 
 /* Short causal sequences at D = 128: solo CTAs (64 rows, no producer) with
- * 64-key tiles.  A causal head of N <= 2K has few Q blocks, most of them
+ * 64-key tiles.  A causal head of N <= 1K has few Q blocks, most of them
  * short, and each CTA's prologue and epilogue are a large part of its time;
  * three solo CTAs per multiprocessor overlap them, and 64-key tiles cut
  * the masked work on the diagonal.  H200, same call, attention (end to
- * end) against the default: +16-17 % (+12-14 %) at 512, +16 % (+10 %) at
- * 1K, +6 % (+5 %) at 2K, -3 % (-2 %) at 4K (bench/NOTES.md, w20). */
+ * end) against two consumers: +16-17 % (+12-14 %) at 512, +16 % (+10 %) at
+ * 1K (bench/NOTES.md, w20).  Since w22, against the solo 128-key kernel
+ * (H100): +0-1 % (+1-4 %) at 512 and 1K, but -9-10 % (-6-7 %) at 2K, so
+ * SJ_SHORT_SEQ is 1024. */
 int sj_plan_short(sj_plan *pl, const sj_target *t) {
   if (!pl->causal || !length_routed(pl, NULL))
     return 0;
