@@ -472,7 +472,7 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
   // prologue and the wait for the quantizer, so that the loads' latency
   // runs under both.  Q is the caller's input: complete before this call's
   // first kernel started, so before any of its kernels.
-  if (!PRE && (a.flags & SJ_F_Q_FUSED) && threadIdx.x >= CT0)
+  if (!PRE && (a.flags & SJ_F_Q_FUSED) && (CT0 == 0 || threadIdx.x >= CT0))
     fq_load<D, 2>(a, sq, b, h, q0 + (int)(threadIdx.x - CT0) / 32 * 16, threadIdx.x % 32, qraw);
 
   if (threadIdx.x == 0) {
@@ -1073,7 +1073,7 @@ __global__ void __launch_bounds__(NC ? 128 * (NC + 1) : 128,
     const Seq sq = seq_q(G, b);
     if (q0 >= sq.len)
       return; // uniform over the CTA, before any barrier
-    if ((a.flags & SJ_F_Q_FUSED) && threadIdx.x >= CT0)
+    if ((a.flags & SJ_F_Q_FUSED) && (CT0 == 0 || threadIdx.x >= CT0))
       fq_load<D, 2>(a, sq, b, h, q0 + (int)(threadIdx.x - CT0) / 32 * 16, threadIdx.x % 32,
                     qraw);
     pdl_wait(); // kv_finalize's choice, and everything the quantizer wrote
