@@ -905,17 +905,21 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
   consumer_sync<NC>();
   load_kscale(0);
   mbar_wait(q_full, 0);
-  // Q.K^T of the tile in `stage` once its K has landed, waited for
-  auto qk_now = [&](int stage, int parity) {
+  // Q.K^T of the tile in `stage`, issued once its K has landed; qk_done
+  // waits for it (and for any wgmma issued before it)
+  auto qk_start = [&](int stage, int parity) {
     mbar_wait(SJ_K_FULL(stage), parity);
     wg_fence();
     issue_qk(stage);
     wg_commit();
+  };
+  auto qk_done = [&]() {
     wg_wait<0>();
     reg_fence(s);
   };
   if (n_tiles > 0) {
-    qk_now(0, 0);
+    qk_start(0, 0);
+    qk_done();
     if constexpr (SOLO) {
       // One tile at a time (the registers of three CTAs per
       // multiprocessor); thread 0 refills the stage once every thread is
@@ -937,18 +941,12 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
             load_tile(solo_rows, j + STAGES);
           }
         };
-        if constexpr (STAGES == 1) {
+        if constexpr (STAGES == 1)
+          refill(); // the next tile goes into this stage
+        qk_start(st1, par1);
+        if constexpr (STAGES > 1)
           refill();
-          qk_now(st1, par1);
-        } else {
-          mbar_wait(SJ_K_FULL(st1), par1);
-          wg_fence();
-          issue_qk(st1);
-          wg_commit();
-          refill();
-          wg_wait<0>();
-          reg_fence(s);
-        }
+        qk_done();
       }
     } else {
     // Step j: S(j) -> sf; Q.K^T of tile j + 1 runs during the softmax of
@@ -957,15 +955,10 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
       // accumulator live next to S and the scores: it spilled.)
       for (int j = 0; j < n_tiles - 1; j++) {
         convert_tile(j);
-        const int st1 = (j + 1) % STAGES, par1 = ((j + 1) / STAGES) & 1;
-        mbar_wait(SJ_K_FULL(st1), par1);
-        wg_fence();
-        issue_qk(st1);
-        wg_commit();
+        qk_start((j + 1) % STAGES, ((j + 1) / STAGES) & 1);
         const int st = j % STAGES, par = (j / STAGES) & 1;
         softmax_pv(st, par);
-        wg_wait<0>();
-        reg_fence(s);
+        qk_done(); // (and this tile's P.V)
         finish_pv(st);
       }
     }
