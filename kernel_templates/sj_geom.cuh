@@ -102,21 +102,32 @@ __device__ __forceinline__ void fq_load(const sj_attn_args &a, const Seq &sq, in
   }
 }
 // The lane's max |q * q_prescale| (the caller reduces it over its group).
+// The max is taken on the packed 16-bit magnitudes (one LOP and one HMNMX2
+// per two values instead of a conversion, a product and a max per value)
+// and scaled once: rounding is monotone, so rn(max |x| * |p|) is the max of
+// the rn(|x| * |p|), the value quant_rows computes, bit for bit.  Like
+// fmaxf, max.f16x2 and max.bf16x2 return the other operand for a NaN.
 template <int DT, int D, int RPT>
 __device__ __forceinline__ float fq_amax(const sj_attn_args &a,
                                          const u32x4 (&raw)[RPT][D / 32]) {
-  float amax = 0.f;
+  u32 m = 0u; // +0, +0
 #pragma unroll
   for (int k = 0; k < RPT; k++)
 #pragma unroll
     for (int i = 0; i < D / 32; i++) {
-      float x[8];
-      unpack8<DT>(raw[k][i], x);
+      const u32 w[4] = {raw[k][i].x, raw[k][i].y, raw[k][i].z, raw[k][i].w};
 #pragma unroll
-      for (int e = 0; e < 8; e++)
-        amax = fmaxf(amax, fabsf(x[e] * a.q_prescale));
+      for (int e = 0; e < 4; e++) {
+        const u32 x = w[e] & 0x7fff7fffu;
+        if (DT == FP16)
+          asm("max.f16x2 %0, %0, %1;" : "+r"(m) : "r"(x));
+        else
+          asm("max.bf16x2 %0, %0, %1;" : "+r"(m) : "r"(x));
+      }
     }
-  return amax;
+  float lo, hi;
+  unpack2<DT>(m, lo, hi);
+  return fmaxf(lo, hi) * fabsf(a.q_prescale);
 }
 // The INT8 of one piece (8 channels), as quant_s8 rounds it but without
 // the quarter-rate F2I: |x inv| <= 127 by the choice of scale, and
