@@ -28,15 +28,28 @@ __device__ __forceinline__ int k_stride(int len, int k_sample) {
 }
 
 constexpr int STATS_THREADS = 256;
-constexpr int STATS_UNROLL = 4;
 constexpr int STATS_MIN_CTAS = 3; // the host sizes the grid to one wave of these
+// Rows stream through shared memory with cp.async: STATS_STAGES stages of
+// STATS_UNROLL passes (a pass is a row per thread group), two stages in
+// flight while the thread sums the third.  Registers held the loads
+// before (80 registers and spills at three CTAs per multiprocessor, a
+// bubble between each round of loads and its use: 1.6-2.1 TB/s).
+constexpr int STATS_STAGES = 3;
+constexpr int STATS_UNROLL = 2;
 
 template <int DT, int D>
 __global__ void __launch_bounds__(STATS_THREADS, STATS_MIN_CTAS)
     kv_stats(const sj_stats_args a) {
   typedef RowMap<D> M;
   constexpr int ROWS = STATS_THREADS / M::TPR;
-  __shared__ float red[ROWS][D + 1];
+  constexpr int PER_STAGE = STATS_UNROLL * ROWS;
+  // A thread reads back only the pieces it copied itself, so the stages
+  // need no barrier (cp.async.wait_group is per thread); the reduction at
+  // the end reuses the memory.
+  __shared__ __align__(16) union {
+    u32x4 st[STATS_STAGES][2][STATS_UNROLL][STATS_THREADS]; // [.][0: K, 1: V]
+    float red[ROWS][D + 1];
+  } sm;
   pdl_wait();
   pdl_launch_next();
 
@@ -59,52 +72,64 @@ __global__ void __launch_bounds__(STATS_THREADS, STATS_MIN_CTAS)
     vmax[i] = neg_inf();
     vmin[i] = -neg_inf();
   }
-  // STATS_UNROLL rows per thread per step, every load issued before the
-  // first use: one row in flight per thread left DRAM at ~70 %.
   const bool do_k = (a.flags & SJ_F_K_STATS) != 0, do_v = (a.flags & SJ_F_V_STATS) != 0;
   // K's mean from every k_sample-th key (SJ_K_SAMPLE_MIN): a quarter of
   // K's reads (chunks start at multiples of 64, so the keys are the same
   // whatever the chunking)
   const int kmask = k_stride(sq.len, a.k_sample) - 1;
-  if (active) {
-    for (int n = n0 + row0; n < n1; n += STATS_UNROLL * ROWS) {
-      u32x4 rk[STATS_UNROLL], rv[STATS_UNROLL];
+  // The thread's rows, in order: n0 + row0 + ROWS j (as summed before the
+  // staging, so the sums are the same bit for bit)
+  const int nst = n1 > n0 ? (n1 - n0 + PER_STAGE - 1) / PER_STAGE : 0;
+  auto issue = [&](int t) { // stage t's copies as one group (maybe empty)
+    const int slot = t % STATS_STAGES;
 #pragma unroll
-      for (int u = 0; u < STATS_UNROLL; u++) {
-        const int m = n + u * ROWS;
-        rk[u].x = rk[u].y = rk[u].z = rk[u].w = 0u;
-        rv[u] = rk[u];
-        if (m < n1) {
-          if (do_k && (m & kmask) == 0)
-            rk[u] = ld_global16(kb + (i64)m * a.k_sn * 2 + lane_c * 16);
-          if (do_v)
-            rv[u] = ld_global16(vb + (i64)m * a.v_sn * 2 + lane_c * 16);
-        }
+    for (int u = 0; u < STATS_UNROLL; u++) {
+      const int m = n0 + t * PER_STAGE + u * ROWS + row0;
+      if (active && m < n1) {
+        if (do_k && (m & kmask) == 0)
+          cp_async16(&sm.st[slot][0][u][threadIdx.x], kb + (i64)m * a.k_sn * 2 + lane_c * 16, 16);
+        if (do_v)
+          cp_async16(&sm.st[slot][1][u][threadIdx.x], vb + (i64)m * a.v_sn * 2 + lane_c * 16, 16);
       }
+    }
+    cp_async_commit();
+  };
 #pragma unroll
-      for (int u = 0; u < STATS_UNROLL; u++) {
-        if (n + u * ROWS >= n1)
-          break;
-        float x[8];
-        if (do_k) {
-          unpack8<DT>(rk[u], x);
+  for (int t = 0; t < STATS_STAGES - 1; t++)
+    issue(t);
+  for (int t = 0; t < nst; t++) {
+    issue(t + STATS_STAGES - 1); // into the slot summed at t - 1
+    cp_async_wait<STATS_STAGES - 1>();
+    if (!active)
+      continue;
+    const int slot = t % STATS_STAGES;
 #pragma unroll
-          for (int i = 0; i < 8; i++)
-            ks[i] += x[i];
-        }
-        if (do_v) {
-          unpack8<DT>(rv[u], x);
+    for (int u = 0; u < STATS_UNROLL; u++) {
+      const int m = n0 + t * PER_STAGE + u * ROWS + row0;
+      if (m >= n1)
+        break;
+      float x[8];
+      if (do_k && (m & kmask) == 0) { // unsampled rows would add zeros
+        unpack8<DT>(sm.st[slot][0][u][threadIdx.x], x);
 #pragma unroll
-          for (int i = 0; i < 8; i++) {
-            vs[i] += x[i];
-            vmax[i] = fmaxf(vmax[i], x[i]);
-            vmin[i] = fminf(vmin[i], x[i]);
-            vsq = fmaf(x[i], x[i], vsq);
-          }
+        for (int i = 0; i < 8; i++)
+          ks[i] += x[i];
+      }
+      if (do_v) {
+        unpack8<DT>(sm.st[slot][1][u][threadIdx.x], x);
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+          vs[i] += x[i];
+          vmax[i] = fmaxf(vmax[i], x[i]);
+          vmin[i] = fminf(vmin[i], x[i]);
+          vsq = fmaf(x[i], x[i], vsq);
         }
       }
     }
   }
+  cp_async_wait<0>(); // (the groups past the last stage are empty)
+  __syncthreads();    // every stage read before red overwrites it
+  float (&red)[ROWS][D + 1] = sm.red;
   float *out = (float *)a.partial +
                ((((i64)b * a.heads_kv + h) * a.nchunk + c) * SJ_STATS_ROWS) * D;
   // Reduce the statistics one after another through shared memory (the
