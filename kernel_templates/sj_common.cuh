@@ -193,6 +193,19 @@ __device__ __forceinline__ int quant_s8(float x) {
   return r > 127 ? 127 : (r < -127 ? -127 : r);
 }
 
+// quant_s8(v * inv) for |v * inv| <= 127 (the scales keep it there),
+// without the quarter-rate F2I: 1.5 * 2^23 + y holds round-to-nearest-even
+// (y) in its low bits, two's complement, so its low byte is the INT8.  The
+// product and the sum are rounded separately (never one FMA), so the
+// integer is F2I's of the rounded product, bit for bit.
+__device__ __forceinline__ u32 s8_bits(float v, float inv) {
+  return __float_as_uint(__fadd_rn(__fmul_rn(v, inv), 12582912.0f));
+}
+// The low bytes of four such words, the first in the low byte.
+__device__ __forceinline__ u32 pack4_lo(u32 a, u32 b, u32 c, u32 d) {
+  return __byte_perm(__byte_perm(a, b, 0x0040), __byte_perm(c, d, 0x0040), 0x5410);
+}
+
 __device__ __forceinline__ float fast_exp2(float x) {
   float r;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));

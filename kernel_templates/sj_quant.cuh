@@ -314,15 +314,19 @@ __device__ __forceinline__ void quant_rows(const sj_quant_args &a, int blk,
       mean[i] = 0.f;
   }
 
+  // The thread's piece of its first row, RPP rows further each pass (a
+  // 64-bit product per row cost ~30 instructions of address arithmetic)
+  const u8 *rp = src + (i64)(r0 + rsub) * src_sn + lane_c * 16;
+  const i64 rstep = (i64)RPP * src_sn;
   u32x4 raw[ITER];
 #pragma unroll
-  for (int it = 0; it < ITER; it++) {
+  for (int it = 0; it < ITER; it++, rp += rstep) {
     const int r = it * RPP + rsub;
     const int n = r0 + r;
     float amax = 0.f, dot = 0.f;
     raw[it].x = raw[it].y = raw[it].z = raw[it].w = 0u;
     if (active && r < ROWS && n < seq) {
-      raw[it] = ld_global16(src + (i64)n * src_sn + lane_c * 16);
+      raw[it] = ld_global16(rp);
       float x[8];
       unpack8<DT>(raw[it], x);
 #pragma unroll
@@ -358,39 +362,37 @@ __device__ __forceinline__ void quant_rows(const sj_quant_args &a, int blk,
     m = group_max<TPG>(m);
     if (g < NGROUPS && li == 0) {
       const float scale = m / 127.f;
-      s_scale[g] = scale;
+      s_scale[g] = scale > 0.f ? 1.0f / scale : 0.f; // its inverse, once per group
       float *dst = (float *)(IS_K ? a.k_scale : a.q_scale);
       dst[(bh * (IS_K ? G.n_kblk : G.n_qblk) + blk) * NGROUPS + g] = scale;
     }
   }
   __syncthreads();
   i8 *out = (i8 *)(IS_K ? a.k8 : a.q8) +
-            (IS_K ? k8_row0(G, sq, b, h) : q8_row0(G, sq, b, h)) * D;
+            ((IS_K ? k8_row0(G, sq, b, h) : q8_row0(G, sq, b, h)) + r0 + rsub) * D +
+            lane_c * 8;
 #pragma unroll
-  for (int it = 0; it < ITER; it++) {
+  for (int it = 0; it < ITER; it++, out += RPP * D) {
     const int r = it * RPP + rsub;
     const int n = r0 + r;
     if (!active || r >= ROWS || n >= seq_pad)
       continue;
     const int g = IS_K ? k_group<QG>(r) : q_group<QG, WARP_Q>(r);
-    const float s = s_scale[g];
-    const float inv = s > 0.f ? 1.0f / s : 0.f;
+    const float inv = s_scale[g];
     float x[8];
     unpack8<DT>(raw[it], x);
     u32 lo = 0, hi = 0;
     if (n < seq) {
+      // |v| <= the group's amax, so |v * inv| <= 127 up to rounding (s8_bits)
+      u32 q[8];
 #pragma unroll
-      for (int i = 0; i < 8; i++) {
-        float v = IS_K ? x[i] - mean[i] : x[i] * a.q_prescale;
-        u32 q = (u32)(quant_s8(v * inv) & 0xff);
-        if (i < 4)
-          lo |= q << (8 * i);
-        else
-          hi |= q << (8 * (i - 4));
-      }
+      for (int i = 0; i < 8; i++)
+        q[i] = s8_bits(IS_K ? x[i] - mean[i] : __fmul_rn(x[i], a.q_prescale), inv);
+      lo = pack4_lo(q[0], q[1], q[2], q[3]);
+      hi = pack4_lo(q[4], q[5], q[6], q[7]);
     }
     // one 8-byte store (two 4-byte ones fetched every sector twice)
-    asm volatile("st.global.v2.u32 [%0], {%1, %2};" ::"l"(out + (i64)n * D + lane_c * 8),
+    asm volatile("st.global.v2.u32 [%0], {%1, %2};" ::"l"(out),
                  "r"(lo), "r"(hi)
                  : "memory");
   }
@@ -414,12 +416,16 @@ template <int CPR, int PITCH>
 __device__ __forceinline__ void store_v_rows(const u8 *s_t, int rows, u8 *out, i64 pitch,
                                              int far_row, i64 far_off) {
   constexpr int PPR = 2 * CPR; // 8-byte pieces per row
-  for (int i = threadIdx.x; i < rows * PPR; i += QUANT_THREADS) {
-    const int j = i / PPR, piece = i % PPR;
-    const int ch = (j & ~15) + (j & 1) * 8 + (j & 15) / 2;
-    const uint2 w = *(const uint2 *)(s_t + ch * PITCH + piece * 8);
-    *(uint2 *)(out + (ch >= far_row ? far_off : 0) + (i64)ch * pitch + piece * 8) = w;
-  }
+  constexpr int STEP = QUANT_THREADS / PPR; // rows per pass, a multiple of 16
+  static_assert(QUANT_THREADS % PPR == 0 && STEP % 16 == 0, "row passes");
+  // The thread's piece is the same in every pass and its row moves by
+  // STEP, so its two addresses advance by constants.
+  const int j = threadIdx.x / PPR, piece = threadIdx.x % PPR;
+  int ch = (j & ~15) + (j & 1) * 8 + (j & 15) / 2;
+  const u8 *sp = s_t + ch * PITCH + piece * 8;
+  u8 *gp = out + (i64)ch * pitch + piece * 8;
+  for (; ch < rows; ch += STEP, sp += STEP * PITCH, gp += STEP * pitch)
+    *(uint2 *)(gp + (ch >= far_row ? far_off : 0)) = *(const uint2 *)sp;
 }
 
 // V as 16-bit V^T (ACC_PV16): [channel][token] in the input dtype, tokens
@@ -495,6 +501,14 @@ __device__ __forceinline__ void quant_v_block(const sj_quant_args &a, int blk,
   const u8 *src = (const u8 *)a.v +
                   (user_base(G.cu_kv != 0, sk, b, a.v_sb, a.v_sn) + (i64)h * a.v_sh) * 2;
   const bool smooth = (a.flags & SJ_F_SMOOTH_V) != 0;
+  // The channels' inverse scales (one IEEE division per channel, not one
+  // per channel and work item) and means.
+  __shared__ __align__(16) float s_vinv[D], s_vmean[D];
+  for (int ch = threadIdx.x; ch < D; ch += QUANT_THREADS) {
+    s_vinv[ch] = 1.0f / ((const float *)a.v_scale)[bh * D + ch];
+    s_vmean[ch] = smooth ? ((const float *)a.v_mean)[bh * D + ch] : 0.f;
+  }
+  __syncthreads();
   // Work item: one quad of tokens x one chunk of 8 channels.  The quad
   // {2m, 2m+1, 2m+8, 2m+9} of each group of 16 lands on the 4 consecutive
   // positions 4m..4m+3 (v_perm_pos), so each channel gets one 4-byte word.
@@ -504,18 +518,10 @@ __device__ __forceinline__ void quant_v_block(const sj_quant_args &a, int blk,
   for (int w = threadIdx.x; w < M::CHUNKS * NQ; w += QUANT_THREADS) {
     const int q = w % NQ, c = w / NQ, grp = q / 4, mq = q % 4;
     float inv[8], mean[8];
-    {
-      load8_f32((const float *)a.v_scale + bh * D + c * 8, inv);
 #pragma unroll
-      for (int i = 0; i < 8; i++)
-        inv[i] = 1.0f / inv[i];
-      if (smooth) {
-        load8_f32((const float *)a.v_mean + bh * D + c * 8, mean);
-      } else {
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-          mean[i] = 0.f;
-      }
+    for (int i = 0; i < 8; i++) {
+      inv[i] = s_vinv[c * 8 + i];
+      mean[i] = s_vmean[c * 8 + i];
     }
     u32x4 raw[4];
 #pragma unroll
@@ -532,14 +538,16 @@ __device__ __forceinline__ void quant_v_block(const sj_quant_args &a, int blk,
       const bool in = n0 + grp * 16 + 2 * mq + (k & 1) + 8 * (k >> 1) < sk.len;
 #pragma unroll
       for (int i = 0; i < 8; i++)
-        x[k][i] = in ? (x[k][i] - mean[i]) * inv[i] : 0.f;
+        x[k][i] = in ? __fmul_rn(x[k][i] - mean[i], inv[i]) : 0.f;
     }
 #pragma unroll
     for (int i = 0; i < 8; i++) {
-      const u32 hi = I8 ? (u32)(quant_s8(x[0][i]) + 128) |
-                              ((u32)(quant_s8(x[1][i]) + 128) << 8) |
-                              ((u32)(quant_s8(x[2][i]) + 128) << 16) |
-                              ((u32)(quant_s8(x[3][i]) + 128) << 24)
+      // u8 = s8 + 128: the sign bit of each byte flipped.  |x - mean| <=
+      // the channel's amax (kv_finalize: the same rounded differences), so
+      // |x| <= 127 up to rounding here (s8_bits with inv 1)
+      const u32 hi = I8 ? pack4_lo(s8_bits(x[0][i], 1.f), s8_bits(x[1][i], 1.f),
+                                   s8_bits(x[2][i], 1.f), s8_bits(x[3][i], 1.f)) ^
+                              0x80808080u
                         : pack4_e4m3(x[0][i], x[1][i], x[2][i], x[3][i]);
       *(u32 *)(s_t + (c * 8 + i) * PITCH + grp * 16 + 4 * mq) = hi;
       if (SPLIT) {
