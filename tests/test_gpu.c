@@ -660,6 +660,118 @@ static void fill_params(sj_attention_params *p, CUdeviceptr q, CUdeviceptr k,
   p->o = (void *)(uintptr_t)o;
 }
 
+/* The quantizers round without a clamp (s8_bits in sj_common.cuh: the low
+ * byte of 1.5 * 2^23 + y), relying on |y| <= 127 up to rounding because a
+ * value never exceeds the amax its scale came from; a y that rounded to
+ * 128 would wrap to -128.  Here every element of K sits at its block's
+ * extreme (random signs: |k - mean| close to the amax everywhere), V holds
+ * each channel's extreme at one token, and each query copies one key, so
+ * the attention is one-hot (a score gap of 11-19 nats) and each output row
+ * must reproduce one V row, its channel extreme included, to half of
+ * pvi8's V step (INT8 V: FP8PV and WGMMA pvi8, and the WGMMA default, whose
+ * choice here is pvi8 for head 0 and split V for head 1; FP16PV reads V
+ * unquantized).  A wrapped K byte moves the winning score, a wrapped V
+ * byte flips the extreme's sign: both miss by far more than the bound. */
+static void test_quant_extremes(void **state) {
+  (void)state;
+  if (!tu_have_gpu())
+    skip();
+  sj_context *ctx = gpu_ctx(SJ_FAMILY_AUTO);
+  const int wg = strcmp(ctx->target.name, "sm_90a") == 0, fp8 = ctx->target.sm >= 89;
+  static const struct {
+    sj_family fam;
+    sj_pv_accum acc;
+  } modes[] = {{SJ_FAMILY_FP16PV, SJ_ACCUM_DEFAULT},
+               {SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8},
+               {SJ_FAMILY_WGMMA, SJ_ACCUM_PVI8},
+               {SJ_FAMILY_WGMMA, SJ_ACCUM_DEFAULT}};
+  enum { H = 2, NQ = 64, NK = 256 };
+  const sj_cuda_api *cu = ctx->cu;
+  assert_int_equal(cu->CtxPushCurrent(ctx->cuctx), CUDA_SUCCESS);
+  int ran = 0;
+  for (int d = 64; d <= 128; d += 64) {
+    const size_t nq = (size_t)H * NQ * d, nk = (size_t)H * NK * d;
+    uint16_t *hq = malloc(nq * 2), *hk = malloc(nk * 2), *hv = malloc(nk * 2),
+             *ho = malloc(nq * 2);
+    assert_true(hq && hk && hv && ho);
+    uint64_t seed = 777 + (uint64_t)d;
+    for (int h = 0; h < H; h++)
+      for (int j = 0; j < NK; j++)
+        for (int c = 0; c < d; c++) {
+          const size_t at = ((size_t)h * NK + j) * d + c;
+          hk[at] = tu_f32_to_f16(tu_rand_normal(&seed) < 0 ? -1.5f : 1.5f);
+          float v = (float)tu_rand_normal(&seed);
+          if (j == 2 * c) /* channel c's extreme, at token 2c */
+            v = (c % 2 ? -12.f : 12.f) * (1.f + 0.25f * (float)h);
+          hv[at] = tu_f32_to_f16(v);
+        }
+    for (int h = 0; h < H; h++) /* query i copies key 4i (channel 2i's extreme) */
+      for (int i = 0; i < NQ; i++)
+        memcpy(hq + ((size_t)h * NQ + i) * d, hk + ((size_t)h * NK + 4 * i) * d, (size_t)d * 2);
+    CUdeviceptr q, k, v, o;
+    assert_int_equal(cu->MemAlloc(&q, nq * 2), CUDA_SUCCESS);
+    assert_int_equal(cu->MemAlloc(&k, nk * 2), CUDA_SUCCESS);
+    assert_int_equal(cu->MemAlloc(&v, nk * 2), CUDA_SUCCESS);
+    assert_int_equal(cu->MemAlloc(&o, nq * 2), CUDA_SUCCESS);
+    cu->MemcpyHtoD(q, hq, nq * 2);
+    cu->MemcpyHtoD(k, hk, nk * 2);
+    cu->MemcpyHtoD(v, hv, nk * 2);
+    for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
+      if ((modes[m].fam == SJ_FAMILY_WGMMA && !wg) || (modes[m].fam == SJ_FAMILY_FP8PV && !fp8))
+        continue;
+      sj_attention_params p;
+      fill_params(&p, q, k, v, o);
+      p.heads_q = p.heads_kv = H;
+      p.seq_q = NQ;
+      p.seq_kv = NK;
+      p.head_dim = d;
+      p.family = modes[m].fam;
+      p.pv_accum = modes[m].acc;
+      cu->MemsetD8(o, 0xff, nq * 2);
+      if (sj_attention(ctx, &p, NULL) != SJ_OK)
+        fail_msg("sj_attention: %s", sj_context_last_error(ctx));
+      assert_int_equal(cu->CtxSynchronize(), CUDA_SUCCESS);
+      cu->MemcpyDtoH(ho, o, nq * 2);
+      double worst = 0.0, worst_ext = 0.0, bound = 0.0;
+      for (int h = 0; h < H; h++) {
+        /* V's quantization step (pvi8: amax / 127, rounding half of it;
+         * split V and FP16 P.V are finer) plus the P error of one-hot rows */
+        const double lim = 12.0 * (1.0 + 0.25 * h) / 127.0 * 0.5 + 0.03;
+        bound = lim > bound ? lim : bound;
+        for (int i = 0; i < NQ; i++)
+          for (int c = 0; c < d; c++) {
+            const float got = tu_f16_to_f32(ho[((size_t)h * NQ + i) * d + c]);
+            const float want = tu_f16_to_f32(hv[((size_t)h * NK + 4 * i) * d + c]);
+            const double e = fabs((double)got - (double)want) / lim;
+            if (!(e == e))
+              fail_msg("d%d mode %zu: output (%d, %d, %d) not written or not finite", d, m,
+                       h, i, c);
+            worst = e > worst ? e : worst;
+            if (c == 2 * i)
+              worst_ext = e > worst_ext ? e : worst_ext;
+          }
+      }
+      print_message("quant extremes d%d fam%d acc%d: worst |O - V| %.3f of the bound "
+                    "(%.3f at the channel extremes; bound <= %.3f)\n",
+                    d, (int)modes[m].fam, (int)modes[m].acc, worst, worst_ext, bound);
+      assert_true(worst <= 1.0);
+      ran++;
+    }
+    cu->MemFree(q);
+    cu->MemFree(k);
+    cu->MemFree(v);
+    cu->MemFree(o);
+    free(hq);
+    free(hk);
+    free(hv);
+    free(ho);
+  }
+  CUcontext dummy;
+  cu->CtxPopCurrent(&dummy);
+  sj_context_destroy(ctx);
+  assert_int_equal(ran, 2 * (1 + (fp8 ? 1 : 0) + (wg ? 2 : 0)));
+}
+
 static void test_user_workspace(void **state) {
   (void)state;
   if (!tu_have_gpu())
@@ -1269,6 +1381,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_wgmma_matrix),
       cmocka_unit_test(test_splitv_gain),
       cmocka_unit_test(test_pvi8_large_scores),
+      cmocka_unit_test(test_quant_extremes),
       cmocka_unit_test(test_k_mean_sampled),
       cmocka_unit_test(test_user_workspace),
       cmocka_unit_test(test_pdl_chain),
