@@ -29,6 +29,24 @@ def bench(fn, warmup, iters):
     return statistics.median(times)
 
 
+def spin_up(seconds=0.5):
+    """Keep the GPU busy for a while before the first timing: an idle GPU
+    starts at a low clock, and the first shape (a 1K call is ~0.15 ms, its
+    warm-up a few ms) was timed at it (seen on an H100, 2026-11-28: 182
+    TOPS for D=128 N=1K as the first shape, 433-451 when warmed)."""
+    x = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
+    t = torch.cuda.Event(enable_timing=True)
+    u = torch.cuda.Event(enable_timing=True)
+    t.record()
+    while True:
+        for _ in range(20):
+            x = (x @ x).clamp_(-1, 1)
+        u.record()
+        u.synchronize()
+        if t.elapsed_time(u) >= seconds * 1e3:
+            return
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--batch", type=int, default=4)
@@ -41,6 +59,7 @@ def main():
     args = ap.parse_args()
     rows = []
     dev = torch.cuda.get_device_name()
+    spin_up()
     for d in [int(x) for x in args.head_dim.split(",")]:
         for n in [int(x) for x in args.seq.split(",")]:
             for c in [int(x) for x in args.causal.split(",")]:
