@@ -187,17 +187,14 @@ __device__ __forceinline__ float fma_ieee(float a, float b, float c) {
   return d;
 }
 
-// Round to nearest even and saturate to [-127, 127].
-__device__ __forceinline__ int quant_s8(float x) {
-  int r = __float2int_rn(x);
-  return r > 127 ? 127 : (r < -127 ? -127 : r);
-}
-
-// quant_s8(v * inv) for |v * inv| <= 127 (the scales keep it there),
-// without the quarter-rate F2I: 1.5 * 2^23 + y holds round-to-nearest-even
-// (y) in its low bits, two's complement, so its low byte is the INT8.  The
+// The INT8 of v * inv, round to nearest even, for |v * inv| <= 127 (every
+// scale is the max |v| of its group / 127, so that holds up to rounding;
+// no clamp), in the low byte: 1.5 * 2^23 + y holds round-to-nearest-even
+// (y) in its low bits, two's complement, with no quarter-rate F2I.  The
 // product and the sum are rounded separately (never one FMA), so the
-// integer is F2I's of the rounded product, bit for bit.
+// integer is F2I's of the rounded product, bit for bit.  A non-finite v
+// gives an unspecified byte (its head's output is unspecified anyway,
+// docs/api.md).
 __device__ __forceinline__ u32 s8_bits(float v, float inv) {
   return __float_as_uint(__fadd_rn(__fmul_rn(v, inv), 12582912.0f));
 }

@@ -129,13 +129,8 @@ __device__ __forceinline__ float fq_amax(const sj_attn_args &a,
   unpack2<DT>(m, lo, hi);
   return fmaxf(lo, hi) * fabsf(a.q_prescale);
 }
-// The INT8 of one piece (8 channels), as quant_s8 rounds it but without
-// the quarter-rate F2I: |x inv| <= 127 by the choice of scale, and
-// 1.5 * 2^23 + y holds round-to-nearest-even(y) in its low bits (two's
-// complement), so its low byte is the INT8.  Products and sum rounded
-// separately, as quant_rows' are.  (A non-finite Q value may give another
-// INT8 than quant_s8's 0: its row's output is unspecified either way,
-// docs/api.md.)
+// The INT8 of one piece (8 channels), as quant_rows rounds it (s8_bits:
+// the product by q_prescale and the one by inv rounded separately).
 template <int DT>
 __device__ __forceinline__ uint2 fq_pack(const sj_attn_args &a, const u32x4 &raw, float inv) {
   float x[8];
@@ -143,11 +138,8 @@ __device__ __forceinline__ uint2 fq_pack(const sj_attn_args &a, const u32x4 &raw
   u32 q[8];
 #pragma unroll
   for (int e = 0; e < 8; e++)
-    q[e] = __float_as_uint(__fadd_rn(__fmul_rn(__fmul_rn(x[e], a.q_prescale), inv), 12582912.0f));
-  return make_uint2(__byte_perm(__byte_perm(q[0], q[1], 0x0040),
-                                __byte_perm(q[2], q[3], 0x0040), 0x5410),
-                    __byte_perm(__byte_perm(q[4], q[5], 0x0040),
-                                __byte_perm(q[6], q[7], 0x0040), 0x5410));
+    q[e] = s8_bits(__fmul_rn(x[e], a.q_prescale), inv);
+  return make_uint2(pack4_lo(q[0], q[1], q[2], q[3]), pack4_lo(q[4], q[5], q[6], q[7]));
 }
 // When the LSE needs it under K smoothing, q.mean_k of each of the lane's
 // rows, summed over the quad and stored by lane t = 0 where quant_rows
