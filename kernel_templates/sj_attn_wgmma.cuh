@@ -816,8 +816,9 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
       // p = 2^((x - MAGIC_F) mult - m_ref + P_OFFSET) = 2^(x mult - c): one
       // FFMA.  x mult rounds at 2^-24 of MAGIC_F mult, about 1e-5 in log2
       // units for real scales: far below the INT8 score error.  INT8 P
-      // rounds mx, sub and c up (u8_bound), so its max never passes 255.
-      const float sub = I8 ? __fsub_ru(m_p, P_OFFSET) : m_p - P_OFFSET;
+      // rounds mx, sub and c up (u8_bound), so its max never passes 255,
+      // and returns it times 2^-24 (U8_P_EXP), as pack4_u8_sub takes it.
+      const float sub = I8 ? __fsub_ru(m_p, U8_P_EXP) : m_p - P_OFFSET;
 #pragma unroll
       for (int kb = 0; kb < KB; kb++)
         c[hf][kb] = I8 ? __fmaf_ru(MAGIC_F, mult[kb], sub) : fmaf(MAGIC_F, mult[kb], sub);
@@ -856,10 +857,10 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
           pa[kc][3] = pack2<DT>(s1[2], s1[3]);
         } else if constexpr (I8) {
           const float *s0 = sf + 16 * kc, *s1 = s0 + 4, *s2 = s0 + 8, *s3 = s0 + 12;
-          pa[kc][0] = pack4_u8(s0[0], s0[1], s1[0], s1[1]);
-          pa[kc][1] = pack4_u8(s0[2], s0[3], s1[2], s1[3]);
-          pa[kc][2] = pack4_u8(s2[0], s2[1], s3[0], s3[1]);
-          pa[kc][3] = pack4_u8(s2[2], s2[3], s3[2], s3[3]);
+          pa[kc][0] = pack4_u8_sub(s0[0], s0[1], s1[0], s1[1]);
+          pa[kc][1] = pack4_u8_sub(s0[2], s0[3], s1[2], s1[3]);
+          pa[kc][2] = pack4_u8_sub(s2[0], s2[1], s3[0], s3[1]);
+          pa[kc][3] = pack4_u8_sub(s2[2], s2[3], s3[2], s3[3]);
         } else {
           const float *s0 = sf + 16 * kc, *s1 = s0 + 4, *s2 = s0 + 8, *s3 = s0 + 12;
           pa[kc][0] = pack4_e4m3(s0[0], s0[1], s1[0], s1[1]);

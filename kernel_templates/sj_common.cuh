@@ -59,6 +59,9 @@ constexpr int BLK_K = 64;  // keys per KV tile / K quant block
 
 constexpr float FP8_P_OFFSET = 8.807354922057604f; // log2(448), the e4m3 max
 constexpr float U8_P_OFFSET = 7.994353436858858f;  // log2(255), the u8 max
+// INT8 P's exponent offset with pack4_u8_sub: log2(255) - 24, so that ex2
+// returns the u8 value times 2^-24, the fp16 subnormal it packs
+constexpr float U8_P_EXP = U8_P_OFFSET - 24.f;
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.6931471805599453f;
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
@@ -166,6 +169,7 @@ __device__ __forceinline__ void unpack4_e4m3(u32 w, float (&x)[4]) {
 // to nearest, c alone is off by half its ulp: 0.004 log2 units, i.e.
 // 256.0, once mult = q_scale k_scale sm_scale log2(e) passes ~5e-3.)
 // FFMA.RP, FMUL.RP and FADD.RP cost what their RN forms do.
+// (The mma.sync family's INT8 P; the WGMMA family packs with pack4_u8_sub.)
 __device__ __forceinline__ u32 pack4_u8(float x0, float x1, float x2, float x3) {
   u32 lo, hi;
   asm("{\n.reg .b32 t;\n"
@@ -175,6 +179,24 @@ __device__ __forceinline__ u32 pack4_u8(float x0, float x1, float x2, float x3) 
       "add.rn.f16x2 %1, t, %6;\n}"
       : "=r"(lo), "=r"(hi)
       : "f"(x0), "f"(x1), "f"(x2), "f"(x3), "r"(0x64006400u));
+  return __byte_perm(lo, hi, 0x6420);
+}
+
+// The same for four floats x 2^-24 with x in [0, 255]: each pair to fp16,
+// where x 2^-24 becomes the subnormal whose bits are round(x) (fp16
+// subnormals are m 2^-24, m < 1024, and the conversion keeps them), then
+// the byte permute: three instructions for four values and one rounding
+// (to nearest even) instead of two.  The caller folds the 2^-24 into its
+// exps' argument (U8_P_EXP in place of log2 255 in u8_bound above), so
+// x 2^-24 is what ex2 returns; results below 2^-126, flushed by
+// ex2.approx.ftz, round to 0 anyway.  255.5 and above pack wrong.
+// (WGMMA family: +1-2 % at D = 128, bench/NOTES.md w23; in the mma.sync
+// family's 255-register pvi8 kernel the same change measured 1-2.5 %
+// slower, so it keeps pack4_u8.)
+__device__ __forceinline__ u32 pack4_u8_sub(float x0, float x1, float x2, float x3) {
+  u32 lo, hi;
+  asm("cvt.rn.f16x2.f32 %0, %2, %1;" : "=r"(lo) : "f"(x0), "f"(x1));
+  asm("cvt.rn.f16x2.f32 %0, %2, %1;" : "=r"(hi) : "f"(x2), "f"(x3));
   return __byte_perm(lo, hi, 0x6420);
 }
 
