@@ -248,7 +248,7 @@ int sj_plan_short(sj_plan *pl, const sj_target *t);
  * and that sj_plan_short did not take: sj_plan_solo (wgmma, D = 128, the
  * default or one of its two bodies alone; SAGEJIT_TUNE "solo=0" keeps the
  * two-consumer kernel for A/B runs). */
-#define SJ_SOLO_SEQ 8192
+#define SJ_SOLO_SEQ 16384
 int sj_plan_solo(sj_plan *pl, const sj_target *t);
 /* The plan of a call of these lengths: sj_plan_short, else sj_plan_solo,
  * where they apply (the one place attention.c and warm.c take it from). */

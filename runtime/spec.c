@@ -468,9 +468,11 @@ int sj_plan_short(sj_plan *pl, const sj_target *t) {
  * default's attention at 1K / 2K / 4K: +6-8 / +8 / +5 %, causal 4K +9 %
  * (end to end +5 / +6-7 / +5 %, causal 4K +8 %; bench/NOTES.md, w21).
  * Since w22 (the solo refill after the next Q.K^T issue) also at 8K:
- * +1 % non-causal, +11-12 % causal; at 16K -1 % non-causal (+2 % causal),
- * where the 64-row CTAs' doubled K/V reads from L2 catch up with them,
- * so longer calls keep two consumers. */
+ * +1 % non-causal, +11-12 % causal.  Since w23 (pack4_u8_sub, which
+ * gained the solo kernel more than the two-consumer one) also at 16K:
+ * H200, same call, +1.8 % (end to end +2.8 %), causal +0.6 % (+1.6 %);
+ * at 32K +0.6 % but causal -1.4 %, where the 64-row CTAs' doubled K/V
+ * reads from L2 catch up with them, so longer calls keep two consumers. */
 int sj_plan_solo(sj_plan *pl, const sj_target *t) {
   if (pl->ksub != 128 || !length_routed(pl, "solo=0"))
     return 0;
