@@ -149,5 +149,7 @@ typedef struct sj_ref_args {
 #define SJ_F_CAUSAL_BR 64 /* causal diagonal at the bottom right */
 #define SJ_F_Q_FUSED 128  /* attention quantizes Q itself; quant_qkv skips Q */
 #define SJ_F_V_AUTO 256   /* finalize: choose s8 or split e4m3 V per head */
+#define SJ_F_HEADS_FIRST 512 /* causal attention: the grid is (heads, Q
+                                blocks, batch), see sj::cta_coord */
 
 #endif

@@ -451,8 +451,8 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
 #define SJ_EMPTY(s) (bar0 + 8 * (1 + 2 * STAGES + (s)))
 
   // Causal CTAs see more keys the later their block: start those first.
-  const int qblk = CAUSAL ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
-  const int h = blockIdx.y, b = blockIdx.z;
+  const CtaCoord cc = cta_coord(a, CAUSAL);
+  const int qblk = cc.qblk, h = cc.h, b = cc.b;
   const int hk = h / (G.heads_q / G.heads_kv);
   const i64 bh = (i64)b * G.heads_q + h;
   const i64 bhk = (i64)b * G.heads_kv + hk;
@@ -1061,8 +1061,8 @@ __global__ void __launch_bounds__(NC ? 128 * (NC + 1) : 128,
     const sj_attn_args &a = w.a;
     const sj_geom &G = a.g;
     constexpr int BQ = 64 * wg_groups(NC), CT0 = wg_ct0(NC);
-    const int qblk = CAUSAL ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
-    const int h = blockIdx.y, b = blockIdx.z;
+    const CtaCoord cc = cta_coord(a, CAUSAL);
+    const int qblk = cc.qblk, h = cc.h, b = cc.b;
     const int q0 = qblk * BQ;
     const Seq sq = seq_q(G, b);
     if (q0 >= sq.len)

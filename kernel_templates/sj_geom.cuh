@@ -40,6 +40,37 @@ __device__ __forceinline__ Seq seq_kv(const sj_geom &g, int b) {
   return seq_at(g.cu_kv, b, g.total_kv, g.seq_kv);
 }
 
+// The Q block, head and batch of this CTA.  Non-causal: the grid is (Q
+// blocks, heads, batch).  Causal CTAs see more keys the later their Q
+// block, and CTAs start in launch order, so the heaviest go first (list
+// scheduling, longest first: the tail is then short CTAs): the Q blocks
+// count down, one head at a time, or with SJ_F_HEADS_FIRST (the grid is
+// then (heads, Q blocks, batch)) every head's last Q block, then every
+// head's one before, ... (attention.c: causal_heads_first; attn_wgmma
+// only).  Plain blockIdx arithmetic, which the compiler re-reads where it
+// needs it rather than holding it across the loop: an earlier form with
+// divisions spilled 236 bytes in the causal solo kernel and ran 15 %
+// slower, and even this select added 50-80 bytes to attn_mma's spills at
+// 255 registers, so attn_mma keeps one head at a time.
+struct CtaCoord {
+  int qblk, h, b;
+};
+__device__ __forceinline__ CtaCoord cta_coord(const sj_attn_args &a, bool causal) {
+  CtaCoord c;
+  c.b = (int)blockIdx.z;
+  if (!causal) {
+    c.qblk = (int)blockIdx.x;
+    c.h = (int)blockIdx.y;
+  } else if (a.flags & SJ_F_HEADS_FIRST) {
+    c.qblk = (int)(gridDim.y - 1 - blockIdx.y);
+    c.h = (int)blockIdx.x;
+  } else {
+    c.qblk = (int)(gridDim.x - 1 - blockIdx.x);
+    c.h = (int)blockIdx.y;
+  }
+  return c;
+}
+
 // Element offset of (batch b, token 0) in a caller's tensor.
 __device__ __forceinline__ i64 user_base(bool varlen, const Seq &s, int b,
                                          i64 sb, i64 sn) {

@@ -1043,6 +1043,121 @@ static void test_q_fused(void **state) {
   sj_context_destroy(ctx);
 }
 
+/* Causal launch order of attn_wgmma (sj::cta_coord): one head at a time
+ * or, with SJ_F_HEADS_FIRST, a grid of (heads, Q blocks, batch) that
+ * starts every head's heaviest Q block first (attention.c:
+ * causal_heads_first; SAGEJIT_TUNE "order=0" / "order=1" forces it).  The
+ * order must only permute the CTAs: both must give the same output and
+ * LSE bit for bit, with nothing left of the poison, on both alignments,
+ * GQA, both layouts, tails, and the short, solo and two-consumer kernels;
+ * and the default must be one of them. */
+static void test_causal_order(void **state) {
+  (void)state;
+  if (!tu_have_gpu())
+    skip();
+  sj_context *ctx = gpu_ctx(SJ_FAMILY_AUTO);
+  if (strcmp(ctx->target.name, "sm_90a") != 0) {
+    sj_context_destroy(ctx);
+    skip(); /* attn_wgmma needs sm_90a */
+  }
+  const char *tune0 = getenv("SAGEJIT_TUNE");
+  char saved[256] = "";
+  if (tune0)
+    snprintf(saved, sizeof saved, "%s", tune0);
+  static const struct {
+    sj_family fam;
+    int b, hq, hk, nq, nk, d;
+    sj_causal_align align;
+    sj_layout lay;
+    const char *tune; /* prefix of SAGEJIT_TUNE */
+  } cases[] = {
+      {SJ_FAMILY_WGMMA, 3, 5, 5, 1000, 1000, 128, SJ_CAUSAL_TOP_LEFT, SJ_LAYOUT_NHD, ""},
+      {SJ_FAMILY_WGMMA, 2, 6, 2, 700, 2500, 128, SJ_CAUSAL_BOTTOM_RIGHT, SJ_LAYOUT_HND, ""},
+      {SJ_FAMILY_WGMMA, 3, 5, 5, 1500, 1500, 128, SJ_CAUSAL_TOP_LEFT, SJ_LAYOUT_HND, "nc=2,"},
+      {SJ_FAMILY_WGMMA, 3, 5, 1, 600, 600, 64, SJ_CAUSAL_TOP_LEFT, SJ_LAYOUT_NHD, ""},
+      {SJ_FAMILY_WGMMA, 2, 4, 4, 900, 1100, 256, SJ_CAUSAL_BOTTOM_RIGHT, SJ_LAYOUT_NHD, ""},
+  };
+  static const char *orders[] = {"order=0", "order=1", ""};
+  const size_t n_orders = sizeof orders / sizeof *orders;
+  const sj_cuda_api *cu = ctx->cu;
+  assert_int_equal(cu->CtxPushCurrent(ctx->cuctx), CUDA_SUCCESS);
+  for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+    const size_t nq = (size_t)cases[ci].b * cases[ci].hq * cases[ci].nq * cases[ci].d;
+    const size_t nk = (size_t)cases[ci].b * cases[ci].hk * cases[ci].nk * cases[ci].d;
+    const size_t nl = (size_t)cases[ci].b * cases[ci].hq * cases[ci].nq;
+    const size_t sz[3] = {nq, nk, nk};
+    uint16_t *h = malloc(nq * 2 > nk * 2 ? nq * 2 : nk * 2);
+    uint16_t *o_ref = malloc(nq * 2), *o_got = malloc(nq * 2);
+    float *l_ref = malloc(nl * 4), *l_got = malloc(nl * 4);
+    assert_true(h && o_ref && o_got && l_ref && l_got);
+    uint64_t seed = 5151 + ci;
+    CUdeviceptr t[3], o, lse;
+    for (int i = 0; i < 3; i++) {
+      for (size_t j = 0; j < sz[i]; j++)
+        h[j] = tu_f32_to_f16((float)tu_rand_normal(&seed) +
+                             (i == 1 ? 0.5f * (float)(j % (size_t)cases[ci].d % 5) : 0.f));
+      assert_int_equal(cu->MemAlloc(&t[i], sz[i] * 2), CUDA_SUCCESS);
+      cu->MemcpyHtoD(t[i], h, sz[i] * 2);
+    }
+    assert_int_equal(cu->MemAlloc(&o, nq * 2), CUDA_SUCCESS);
+    assert_int_equal(cu->MemAlloc(&lse, nl * 4), CUDA_SUCCESS);
+    sj_attention_params p;
+    fill_params(&p, t[0], t[1], t[2], o);
+    p.layout = cases[ci].lay;
+    p.batch = cases[ci].b;
+    p.heads_q = cases[ci].hq;
+    p.heads_kv = cases[ci].hk;
+    p.seq_q = cases[ci].nq;
+    p.seq_kv = cases[ci].nk;
+    p.head_dim = cases[ci].d;
+    p.causal = 1;
+    p.causal_align = cases[ci].align;
+    p.family = cases[ci].fam;
+    p.lse = (float *)(uintptr_t)lse;
+    for (size_t r = 0; r < n_orders; r++) {
+      char tune[64];
+      snprintf(tune, sizeof tune, "%s%s", cases[ci].tune, orders[r]);
+      setenv("SAGEJIT_TUNE", tune, 1);
+      cu->MemsetD8(o, 0xff, nq * 2);
+      cu->MemsetD8(lse, 0xff, nl * 4);
+      const sj_status st = sj_attention(ctx, &p, NULL);
+      unsetenv("SAGEJIT_TUNE");
+      if (st != SJ_OK)
+        fail_msg("case %zu %s: %s", ci, tune, sj_context_last_error(ctx));
+      assert_int_equal(cu->CtxSynchronize(), CUDA_SUCCESS);
+      cu->MemcpyDtoH(r ? o_got : o_ref, o, nq * 2);
+      cu->MemcpyDtoH(r ? l_got : l_ref, lse, nl * 4);
+      if (r == 0) {
+        size_t poisoned = 0;
+        for (size_t j = 0; j < nq; j++)
+          poisoned += o_ref[j] == 0xffff;
+        for (size_t j = 0; j < nl; j++)
+          poisoned += !isfinite(l_ref[j]);
+        assert_int_equal(poisoned, 0);
+      } else {
+        assert_memory_equal(o_got, o_ref, nq * 2);
+        assert_memory_equal(l_got, l_ref, nl * 4);
+      }
+    }
+    for (int i = 0; i < 3; i++)
+      cu->MemFree(t[i]);
+    cu->MemFree(o);
+    cu->MemFree(lse);
+    free(h);
+    free(o_ref);
+    free(o_got);
+    free(l_ref);
+    free(l_got);
+  }
+  if (tune0)
+    setenv("SAGEJIT_TUNE", saved, 1);
+  print_message("causal order: %zu cases, %zu orders each, bit-identical\n",
+                sizeof cases / sizeof cases[0], n_orders);
+  CUcontext dummy;
+  cu->CtxPopCurrent(&dummy);
+  sj_context_destroy(ctx);
+}
+
 /* pvi8+splitv (the wgmma default, test_runtime): kv_finalize picks pvi8 or split V per
  * (batch, kv head) from V's statistics, and quant_qkv and the attention
  * kernel follow.  One call on V whose odd kv heads carry outlier tokens
@@ -1386,6 +1501,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_user_workspace),
       cmocka_unit_test(test_pdl_chain),
       cmocka_unit_test(test_q_fused),
+      cmocka_unit_test(test_causal_order),
       cmocka_unit_test(test_v_auto),
       cmocka_unit_test(test_single_flight_threads),
       cmocka_unit_test(test_second_process_all_disk_hits),
