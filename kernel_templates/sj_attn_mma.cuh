@@ -189,10 +189,21 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
   u8 *sK0 = smem + S::Q_BYTES;
   u8 *sV0 = sK0 + STAGES * S::K_BYTES;
 
-  // Causal: the heaviest Q blocks of each head first (blocks run in
-  // launch order, so the short diagonal ones fill the tail).
-  const int qblk = CAUSAL ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
-  const int h = blockIdx.y, b = blockIdx.z;
+  // Causal: the heaviest Q blocks first (blocks run in launch order, so
+  // the short diagonal ones fill the tail), one head after another or
+  // every head's at once (SJ_F_HEADS_FIRST; sj_geom.cuh).
+  // REREAD: at D >= 96, the kernels at 255 registers, and up to sm_90.
+  // At D <= 64, where registers are free, the second read cost FP16PV 2 %
+  // (bench/NOTES.md m8); on sm_100 and sm_120 ptxas spills 10-70 bytes
+  // more with it than with cta_coord, which spills what one head at a
+  // time did (ptxas -v, the default modes at D = 128).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+  constexpr bool REREAD = false;
+#else
+  constexpr bool REREAD = CAUSAL && D >= 96;
+#endif
+  const CtaCoord cc = REREAD ? cta_coord_reread(a, true) : cta_coord(a, CAUSAL);
+  const int qblk = cc.qblk, h = cc.h, b = cc.b;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
   const int mi = lane / 8, lr = lane % 8; // ldmatrix matrix and row
@@ -724,14 +735,20 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
   __syncthreads(); // every warp is done with sQ/sK/sV
   u8 *sO = smem;
   const bool smooth_v = (a.flags & SJ_F_SMOOTH_V) != 0;
-  const i64 lse0 = lse_row0(G, sq, b, h);
+  // REREAD: the coordinates again, read afresh (cta_coord_reread), so
+  // that nothing of them but row_base stays live across the loop.
+  const CtaCoord ce = REREAD ? cta_coord_reread(a, true) : cc;
+  const int eq0 = REREAD ? ce.qblk * BLK_Q : q0;
+  const i64 ebhk = REREAD ? (i64)ce.b * G.heads_kv + ce.h / (G.heads_q / G.heads_kv) : bhk;
+  const Seq esq = REREAD ? seq_q(G, ce.b) : sq;
+  const i64 lse0 = lse_row0(G, esq, ce.b, ce.h);
 #pragma unroll
   for (int mt = 0; mt < MT; mt++)
 #pragma unroll
     for (int hf = 0; hf < 2; hf++) {
       const float dsum = TC_SUM ? d[mt][hf] : quad_sum(d[mt][hf]);
       const int lrow = warp * WARP_Q + mt * 16 + g + 8 * hf;
-      const int row = q0 + lrow;
+      const int row = eq0 + lrow;
       const float inv = dsum > 0.f ? 1.0f / dsum : 0.f;
 #pragma unroll
       for (int nt = 0; nt < DN; nt++) {
@@ -740,22 +757,22 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
         const float off = I8 && dsum > 0.f ? -128.f : 0.f;
         float v0 = fmaf(o[mt][nt][2 * hf], inv, off), v1 = fmaf(o[mt][nt][2 * hf + 1], inv, off);
         if (F8) {
-          const float *vs = (const float *)a.v_scale + bhk * D;
+          const float *vs = (const float *)a.v_scale + ebhk * D;
           v0 *= vs[ch];
           v1 *= vs[ch + 1];
         }
         if (smooth_v && dsum > 0.f) {
-          const float *vm = (const float *)a.v_mean + bhk * D;
+          const float *vm = (const float *)a.v_mean + ebhk * D;
           v0 += vm[ch];
           v1 += vm[ch + 1];
         }
         *(u32 *)(sO + lrow * O_PITCH + ch * 2) = pack2<DT>(v0, v1);
       }
-      if ((a.flags & SJ_F_LSE) && t == 0 && row < len_q)
+      if ((a.flags & SJ_F_LSE) && t == 0 && row < esq.len)
         store_lse(a, lse0, row, m[mt][hf], dsum, L_OFFSET);
     }
   __syncthreads();
-  store_o_rows<D>(a, sq, b, h, q0, sO, O_PITCH, threadIdx.x, NTHREADS);
+  store_o_rows<D>(a, esq, ce.b, ce.h, eq0, sO, O_PITCH, threadIdx.x, NTHREADS);
 }
 
 } // namespace sj

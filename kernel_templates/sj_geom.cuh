@@ -46,12 +46,10 @@ __device__ __forceinline__ Seq seq_kv(const sj_geom &g, int b) {
 // scheduling, longest first: the tail is then short CTAs): the Q blocks
 // count down, one head at a time, or with SJ_F_HEADS_FIRST (the grid is
 // then (heads, Q blocks, batch)) every head's last Q block, then every
-// head's one before, ... (attention.c: causal_heads_first; attn_wgmma
-// only).  Plain blockIdx arithmetic, which the compiler re-reads where it
-// needs it rather than holding it across the loop: an earlier form with
-// divisions spilled 236 bytes in the causal solo kernel and ran 15 %
-// slower, and even this select added 50-80 bytes to attn_mma's spills at
-// 255 registers, so attn_mma keeps one head at a time.
+// head's one before, ... (attention.c: causal_heads_first).  Plain
+// blockIdx arithmetic, which the compiler re-reads where it needs it
+// rather than holding it across the loop: an earlier form with divisions
+// spilled 236 bytes in the causal solo kernel and ran 15 % slower.
 struct CtaCoord {
   int qblk, h, b;
 };
@@ -67,6 +65,35 @@ __device__ __forceinline__ CtaCoord cta_coord(const sj_attn_args &a, bool causal
   } else {
     c.qblk = (int)(gridDim.x - 1 - blockIdx.x);
     c.h = (int)blockIdx.y;
+  }
+  return c;
+}
+
+// The same, from special registers read by volatile asm: attn_mma calls
+// it at entry and again in its epilogue, and each call reads the grid
+// afresh.  With cta_coord the compiler keeps the order's select (or what
+// it feeds) live across the loop of the 255-register kernels: 50-80
+// bytes more spills; with the second read the default causal D = 128
+// kernels spill 0-60 bytes less than one head at a time did on sm_80,
+// sm_89 and sm_90a, but 10-70 more on sm_100 and sm_120 (ptxas -v), where
+// attn_mma uses cta_coord (its REREAD).
+__device__ __forceinline__ u32 ctaid_x() { u32 r; asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(r)); return r; }
+__device__ __forceinline__ u32 ctaid_y() { u32 r; asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(r)); return r; }
+__device__ __forceinline__ u32 ctaid_z() { u32 r; asm volatile("mov.u32 %0, %%ctaid.z;" : "=r"(r)); return r; }
+__device__ __forceinline__ u32 nctaid_x() { u32 r; asm volatile("mov.u32 %0, %%nctaid.x;" : "=r"(r)); return r; }
+__device__ __forceinline__ u32 nctaid_y() { u32 r; asm volatile("mov.u32 %0, %%nctaid.y;" : "=r"(r)); return r; }
+__device__ __forceinline__ CtaCoord cta_coord_reread(const sj_attn_args &a, bool causal) {
+  CtaCoord c;
+  c.b = (int)ctaid_z();
+  if (!causal) {
+    c.qblk = (int)ctaid_x();
+    c.h = (int)ctaid_y();
+  } else if (a.flags & SJ_F_HEADS_FIRST) {
+    c.qblk = (int)(nctaid_y() - 1 - ctaid_y());
+    c.h = (int)ctaid_x();
+  } else {
+    c.qblk = (int)(nctaid_x() - 1 - ctaid_x());
+    c.h = (int)ctaid_y();
   }
   return c;
 }

@@ -704,29 +704,38 @@ static sj_status wgmma_maps_current(sj_context *ctx, const call *c,
   return SJ_OK;
 }
 
-/* Causal launch order of attn_wgmma (sj::cta_coord in sj_geom.cuh): the
- * heaviest Q blocks start first, one head after another, or with
- * SJ_F_HEADS_FIRST every head's (of a batch) last block, then every
- * head's one before, ...  Longest first over all the heads leaves a tail
- * of short CTAs (list scheduling): a model of 2048 causal CTAs at N = 1K
- * on 396 slots ends 19 % past the ideal one head at a time, 7 % with 32
- * heads.  The CTAs running at once then read the K/V of all the heads,
- * which must stay in L2 (50 MB on the H100 and H200): heads first only
- * while a batch's is at most SJ_HEADS_FIRST_BYTES.  H200, same call,
- * attention (end to end), B = 4, H = 32: D = 128 1K / 2K / 4K +3.9 /
- * +4.4 / +1.9 % (+2.8 / +2.2 / +2.2 %), but 8K (64 MB) -5.2 %; D = 64
- * 1K / 2K / 4K / 8K +6.0 / +3.9 / +3.9 / +2.4 % (bench/NOTES.md, w24).
- * SAGEJIT_TUNE "order=0" / "order=1" forces it off / on for A/B runs. */
+/* Causal launch order of the attention kernels (sj::cta_coord in
+ * sj_geom.cuh): the heaviest Q blocks start first, one head after
+ * another, or with SJ_F_HEADS_FIRST every head's (of a batch) last block,
+ * then every head's one before, ...  Longest first over all the heads
+ * leaves a tail of short CTAs (list scheduling): a model of 2048 causal
+ * CTAs at N = 1K on 396 slots ends 19 % past the ideal one head at a
+ * time, 7 % with 32 heads.  The CTAs running at once then read the K/V
+ * of all the heads, which must stay in L2 (50 MB on the H100 and H200):
+ * heads first only while a batch's is at most SJ_HEADS_FIRST_BYTES.
+ * H200, same call, attention (end to end), B = 4, H = 32: wgmma D = 128
+ * 1K / 2K / 4K +3.9 / +4.4 / +1.9 % (+2.8 / +2.2 / +2.2 %), but 8K (64
+ * MB) -5.2 %; D = 64 1K / 2K / 4K / 8K +6.0 / +3.9 / +3.9 / +2.4 %
+ * (bench/NOTES.md, w24); attn_mma (m8) D = 128 1K +14-22 %, 2K +7-9 %,
+ * 4K +0-5 %, D = 64 +9-11 / +7-9 / +4-5 %.  SAGEJIT_TUNE "order=0" /
+ * "order=1" forces it off / on for A/B runs. */
 #define SJ_HEADS_FIRST_BYTES ((int64_t)32 << 20)
 static int causal_heads_first(const call *c, int64_t n_qblk) {
-  if (!c->causal || c->plan.family != SJ_FAMILY_WGMMA || n_qblk > 65535)
+  if (!c->causal || n_qblk > 65535)
     return 0;
   const char *tune = getenv("SAGEJIT_TUNE");
   const char *w = tune ? strstr(tune, "order=") : NULL;
   if (w && (w[6] == '0' || w[6] == '1'))
     return w[6] == '1';
-  /* INT8 K and 8-bit V (or 16-bit V^T for pv16) of one batch's kv heads */
-  const int64_t v_bytes = c->plan.accum == SJ_ACCUM_PV16 ? 2 : 1;
+  /* INT8 K and 8-bit V (or 16-bit V^T for pv16, the caller's 16-bit V for
+   * FP16PV, e4m3 V and its residual for the mma family's split V) of one
+   * batch's kv heads */
+  const int64_t v_bytes =
+      c->plan.accum == SJ_ACCUM_PV16 || c->plan.family == SJ_FAMILY_FP16PV ||
+              (c->plan.family == SJ_FAMILY_FP8PV &&
+               c->plan.accum == SJ_ACCUM_FP32_FP32_SPLITV)
+          ? 2
+          : 1;
   return c->heads_kv * c->seq_kv * c->head_dim * (1 + v_bytes) <= SJ_HEADS_FIRST_BYTES;
 }
 
@@ -934,8 +943,12 @@ static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
                        hf ? nq : (unsigned)c->heads_q, (unsigned)c->batch, &sh,
                        stream, &wa, "attn_wgmma", chained);
     } else {
-      st = sj_launch(ctx, fn[3], (unsigned)l.g.n_qblk, (unsigned)c->heads_q,
-                     (unsigned)c->batch, &sh, stream, &aa, "attn_mma", chained);
+      const int hf = causal_heads_first(c, l.g.n_qblk);
+      const unsigned nq = (unsigned)l.g.n_qblk, nh = (unsigned)c->heads_q;
+      if (hf)
+        aa.flags |= SJ_F_HEADS_FIRST;
+      st = sj_launch(ctx, fn[3], hf ? nh : nq, hf ? nq : nh, (unsigned)c->batch,
+                     &sh, stream, &aa, "attn_mma", chained);
     }
   }
   if (own_ws)

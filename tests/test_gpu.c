@@ -1043,23 +1043,22 @@ static void test_q_fused(void **state) {
   sj_context_destroy(ctx);
 }
 
-/* Causal launch order of attn_wgmma (sj::cta_coord): one head at a time
- * or, with SJ_F_HEADS_FIRST, a grid of (heads, Q blocks, batch) that
- * starts every head's heaviest Q block first (attention.c:
- * causal_heads_first; SAGEJIT_TUNE "order=0" / "order=1" forces it).  The
- * order must only permute the CTAs: both must give the same output and
- * LSE bit for bit, with nothing left of the poison, on both alignments,
- * GQA, both layouts, tails, and the short, solo and two-consumer kernels;
- * and the default must be one of them. */
+/* Causal launch order of the attention kernels (sj::cta_coord,
+ * sj::cta_coord_reread): one head at a time or, with SJ_F_HEADS_FIRST, a
+ * grid of (heads, Q blocks, batch) that starts every head's heaviest Q
+ * block first (attention.c: causal_heads_first; SAGEJIT_TUNE "order=0" /
+ * "order=1" forces it).  The order must only permute the CTAs: both must
+ * give the same output and LSE bit for bit, with nothing left of the
+ * poison, on both alignments, GQA, both layouts, tails, the short, solo
+ * and two-consumer wgmma kernels (sm_90a only) and attn_mma's FP16PV and
+ * FP8PV bodies (16- and 32-row warps, 32- and 64-key steps, pvi8); and
+ * the default must be one of them. */
 static void test_causal_order(void **state) {
   (void)state;
   if (!tu_have_gpu())
     skip();
   sj_context *ctx = gpu_ctx(SJ_FAMILY_AUTO);
-  if (strcmp(ctx->target.name, "sm_90a") != 0) {
-    sj_context_destroy(ctx);
-    skip(); /* attn_wgmma needs sm_90a */
-  }
+  const int hopper = strcmp(ctx->target.name, "sm_90a") == 0;
   const char *tune0 = getenv("SAGEJIT_TUNE");
   char saved[256] = "";
   if (tune0)
@@ -1070,18 +1069,28 @@ static void test_causal_order(void **state) {
     sj_causal_align align;
     sj_layout lay;
     const char *tune; /* prefix of SAGEJIT_TUNE */
+    sj_pv_accum accum;
   } cases[] = {
-      {SJ_FAMILY_WGMMA, 3, 5, 5, 1000, 1000, 128, SJ_CAUSAL_TOP_LEFT, SJ_LAYOUT_NHD, ""},
-      {SJ_FAMILY_WGMMA, 2, 6, 2, 700, 2500, 128, SJ_CAUSAL_BOTTOM_RIGHT, SJ_LAYOUT_HND, ""},
-      {SJ_FAMILY_WGMMA, 3, 5, 5, 1500, 1500, 128, SJ_CAUSAL_TOP_LEFT, SJ_LAYOUT_HND, "nc=2,"},
-      {SJ_FAMILY_WGMMA, 3, 5, 1, 600, 600, 64, SJ_CAUSAL_TOP_LEFT, SJ_LAYOUT_NHD, ""},
-      {SJ_FAMILY_WGMMA, 2, 4, 4, 900, 1100, 256, SJ_CAUSAL_BOTTOM_RIGHT, SJ_LAYOUT_NHD, ""},
+      {SJ_FAMILY_WGMMA, 3, 5, 5, 1000, 1000, 128, SJ_CAUSAL_TOP_LEFT, SJ_LAYOUT_NHD, "", SJ_ACCUM_DEFAULT},
+      {SJ_FAMILY_WGMMA, 2, 6, 2, 700, 2500, 128, SJ_CAUSAL_BOTTOM_RIGHT, SJ_LAYOUT_HND, "", SJ_ACCUM_DEFAULT},
+      {SJ_FAMILY_WGMMA, 3, 5, 5, 1500, 1500, 128, SJ_CAUSAL_TOP_LEFT, SJ_LAYOUT_HND, "nc=2,", SJ_ACCUM_DEFAULT},
+      {SJ_FAMILY_WGMMA, 3, 5, 1, 600, 600, 64, SJ_CAUSAL_TOP_LEFT, SJ_LAYOUT_NHD, "", SJ_ACCUM_DEFAULT},
+      {SJ_FAMILY_WGMMA, 2, 4, 4, 900, 1100, 256, SJ_CAUSAL_BOTTOM_RIGHT, SJ_LAYOUT_NHD, "", SJ_ACCUM_DEFAULT},
+      {SJ_FAMILY_FP16PV, 3, 5, 5, 1000, 1000, 128, SJ_CAUSAL_TOP_LEFT, SJ_LAYOUT_NHD, "", SJ_ACCUM_DEFAULT},
+      {SJ_FAMILY_FP16PV, 2, 6, 2, 700, 2500, 64, SJ_CAUSAL_BOTTOM_RIGHT, SJ_LAYOUT_HND, "", SJ_ACCUM_DEFAULT},
+      {SJ_FAMILY_FP16PV, 2, 4, 4, 500, 700, 256, SJ_CAUSAL_TOP_LEFT, SJ_LAYOUT_NHD, "", SJ_ACCUM_DEFAULT},
+      {SJ_FAMILY_FP8PV, 3, 5, 1, 600, 600, 128, SJ_CAUSAL_TOP_LEFT, SJ_LAYOUT_HND, "", SJ_ACCUM_DEFAULT},
+      {SJ_FAMILY_FP8PV, 2, 4, 4, 900, 1100, 96, SJ_CAUSAL_BOTTOM_RIGHT, SJ_LAYOUT_NHD, "ksub=32,", SJ_ACCUM_PVI8},
   };
+  size_t n_run = 0;
   static const char *orders[] = {"order=0", "order=1", ""};
   const size_t n_orders = sizeof orders / sizeof *orders;
   const sj_cuda_api *cu = ctx->cu;
   assert_int_equal(cu->CtxPushCurrent(ctx->cuctx), CUDA_SUCCESS);
   for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+    if (cases[ci].fam == SJ_FAMILY_WGMMA && !hopper)
+      continue; /* attn_wgmma needs sm_90a */
+    n_run++;
     const size_t nq = (size_t)cases[ci].b * cases[ci].hq * cases[ci].nq * cases[ci].d;
     const size_t nk = (size_t)cases[ci].b * cases[ci].hk * cases[ci].nk * cases[ci].d;
     const size_t nl = (size_t)cases[ci].b * cases[ci].hq * cases[ci].nq;
@@ -1113,6 +1122,7 @@ static void test_causal_order(void **state) {
     p.causal = 1;
     p.causal_align = cases[ci].align;
     p.family = cases[ci].fam;
+    p.pv_accum = cases[ci].accum;
     p.lse = (float *)(uintptr_t)lse;
     for (size_t r = 0; r < n_orders; r++) {
       char tune[64];
@@ -1152,7 +1162,7 @@ static void test_causal_order(void **state) {
   if (tune0)
     setenv("SAGEJIT_TUNE", saved, 1);
   print_message("causal order: %zu cases, %zu orders each, bit-identical\n",
-                sizeof cases / sizeof cases[0], n_orders);
+                n_run, n_orders);
   CUcontext dummy;
   cu->CtxPopCurrent(&dummy);
   sj_context_destroy(ctx);
