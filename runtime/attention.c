@@ -711,16 +711,20 @@ static sj_status wgmma_maps_current(sj_context *ctx, const call *c,
  * leaves a tail of short CTAs (list scheduling): a model of 2048 causal
  * CTAs at N = 1K on 396 slots ends 19 % past the ideal one head at a
  * time, 7 % with 32 heads.  The CTAs running at once then read the K/V
- * of all the heads, which must stay in L2 (50 MB on the H100 and H200):
- * heads first only while a batch's is at most SJ_HEADS_FIRST_BYTES.
- * H200, same call, attention (end to end), B = 4, H = 32: wgmma D = 128
- * 1K / 2K / 4K +3.9 / +4.4 / +1.9 % (+2.8 / +2.2 / +2.2 %), but 8K (64
- * MB) -5.2 %; D = 64 1K / 2K / 4K / 8K +6.0 / +3.9 / +3.9 / +2.4 %
- * (bench/NOTES.md, w24); attn_mma (m8) D = 128 1K +14-22 %, 2K +7-9 %,
- * 4K +0-5 %, D = 64 +9-11 / +7-9 / +4-5 %.  SAGEJIT_TUNE "order=0" /
- * "order=1" forces it off / on for A/B runs. */
+ * of all the heads, which must stay in L2: heads first only while a
+ * batch's fits the device's L2 (50 MiB on the H100 and H200;
+ * SJ_HEADS_FIRST_BYTES where the driver does not say).  H200, same call,
+ * attention (end to end), B = 4, H = 32: wgmma D = 128 1K / 2K / 4K +3.9
+ * / +4.4 / +1.9 % (+2.8 / +2.2 / +2.2 %), D = 64 1K / 2K / 4K / 8K +6.0
+ * / +3.9 / +3.9 / +2.4 % (bench/NOTES.md, w24); attn_mma (m8) D = 128 1K
+ * +14-22 %, 2K +7-9 %, 4K +0-5 %, D = 64 +9-11 / +7-9 / +4-5 %.  At 48
+ * MiB every family still gains (+1.3-3.9 %: FP16PV D = 128 4K, FP8PV and
+ * wgmma D = 128 6K, FP16PV D = 64 8K, wgmma D = 64 12K), at 64 MiB wgmma
+ * D = 128 8K loses 5.2 %.  SAGEJIT_TUNE "order=0" / "order=1" forces it
+ * off / on for A/B runs. */
 #define SJ_HEADS_FIRST_BYTES ((int64_t)32 << 20)
-static int causal_heads_first(const call *c, int64_t n_qblk) {
+static int causal_heads_first(const sj_context *ctx, const call *c,
+                              int64_t n_qblk) {
   if (!c->causal || n_qblk > 65535)
     return 0;
   const char *tune = getenv("SAGEJIT_TUNE");
@@ -736,7 +740,8 @@ static int causal_heads_first(const call *c, int64_t n_qblk) {
                c->plan.accum == SJ_ACCUM_FP32_FP32_SPLITV)
           ? 2
           : 1;
-  return c->heads_kv * c->seq_kv * c->head_dim * (1 + v_bytes) <= SJ_HEADS_FIRST_BYTES;
+  const int64_t budget = ctx->l2_bytes > 0 ? ctx->l2_bytes : SJ_HEADS_FIRST_BYTES;
+  return c->heads_kv * c->seq_kv * c->head_dim * (1 + v_bytes) <= budget;
 }
 
 static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
@@ -935,7 +940,7 @@ static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
       /* 64 query rows per consumer warpgroup */
       const int64_t bq = 64 * (int64_t)sj_wg_groups(pl->wg_consumers);
       const unsigned nq = (unsigned)((c->seq_q + bq - 1) / bq);
-      const int hf = causal_heads_first(c, nq);
+      const int hf = causal_heads_first(ctx, c, nq);
       if (hf)
         wa.a.flags |= SJ_F_HEADS_FIRST;
       if (st == SJ_OK)
@@ -943,7 +948,7 @@ static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
                        hf ? nq : (unsigned)c->heads_q, (unsigned)c->batch, &sh,
                        stream, &wa, "attn_wgmma", chained);
     } else {
-      const int hf = causal_heads_first(c, l.g.n_qblk);
+      const int hf = causal_heads_first(ctx, c, l.g.n_qblk);
       const unsigned nq = (unsigned)l.g.n_qblk, nh = (unsigned)c->heads_q;
       if (hf)
         aa.flags |= SJ_F_HEADS_FIRST;

@@ -123,6 +123,11 @@ static sj_status open_device(sj_context *ctx, const char *target_override) {
     return create_fail(ctx, SJ_ERR_CUDA, "retaining the primary context: %s",
                        sj_cuda_error_text(r, err, sizeof err));
   }
+  int l2 = 0; /* launch-order heuristics only (attention.c): 0 if unknown */
+  if (cu->DeviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE,
+                             ctx->cudev) == CUDA_SUCCESS &&
+      l2 > 0)
+    ctx->l2_bytes = l2;
   int optin = 0;
   cu->DeviceGetAttribute(&optin,
                          CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,

@@ -297,6 +297,7 @@ struct sj_context {
   CUdevice cudev;
   CUcontext cuctx; /* retained primary context */
   int cc_major, cc_minor, sm_count;
+  int64_t l2_bytes; /* the device's L2 cache; 0 where the driver does not say */
   int can_load;    /* target's images load on this device */
   /* Chain a call's kernels with programmatic dependent launch: the target
    * is sm_90 or later (its kernels wait in pdl_wait), the driver has
