@@ -720,8 +720,14 @@ static sj_status wgmma_maps_current(sj_context *ctx, const call *c,
  * +14-22 %, 2K +7-9 %, 4K +0-5 %, D = 64 +9-11 / +7-9 / +4-5 %.  At 48
  * MiB every family still gains (+1.3-3.9 %: FP16PV D = 128 4K, FP8PV and
  * wgmma D = 128 6K, FP16PV D = 64 8K, wgmma D = 64 12K), at 64 MiB wgmma
- * D = 128 8K loses 5.2 %.  SAGEJIT_TUNE "order=0" / "order=1" forces it
- * off / on for A/B runs. */
+ * D = 128 8K loses 5.2 %.  attn_mma keeps a gain up to about twice the
+ * L2: its 128-row CTAs read each K/V tile for twice the rows of a 64-row
+ * wgmma CTA, at half the speed.  Order 1 against order 0 there (H200,
+ * same call, two rounds, D = 128): FP16PV 72 / 96 MiB +2.1 / +0.6 % (end
+ * to end +2.4 / +1.9 %), 144 / 192 MiB -2.1 / -3 %; FP8PV fp32+fp16 and
+ * pvi8 at 64 / 96 / 128 MiB +0.5-1.2 %; D = 64 at 64-96 MiB within 0.3 %
+ * (bench/NOTES.md, the budget rows after m8).  SAGEJIT_TUNE "order=0" /
+ * "order=1" forces it off / on for A/B runs. */
 #define SJ_HEADS_FIRST_BYTES ((int64_t)32 << 20)
 static int causal_heads_first(const sj_context *ctx, const call *c,
                               int64_t n_qblk) {
@@ -740,7 +746,8 @@ static int causal_heads_first(const sj_context *ctx, const call *c,
                c->plan.accum == SJ_ACCUM_FP32_FP32_SPLITV)
           ? 2
           : 1;
-  const int64_t budget = ctx->l2_bytes > 0 ? ctx->l2_bytes : SJ_HEADS_FIRST_BYTES;
+  const int64_t l2 = ctx->l2_bytes > 0 ? ctx->l2_bytes : SJ_HEADS_FIRST_BYTES;
+  const int64_t budget = c->plan.family == SJ_FAMILY_WGMMA ? l2 : 2 * l2;
   return c->heads_kv * c->seq_kv * c->head_dim * (1 + v_bytes) <= budget;
 }
 

@@ -11,7 +11,9 @@
  * contains it (CUDA_ERROR_NOT_FOUND, a driver reject).  With it the CLI
  * runs on a CPU machine too: SAGEJIT_CUDA_DRIVER=.../libsj_fake_cuda.so
  * sagejit bench --first-call times the host side of a first call.  The test reads the counters
- * through fake_cuda_counters().
+ * through fake_cuda_counters().  FAKE_CUDA_L2 (bytes) is the L2 size the
+ * device reports (unset: the attribute reads 0, as from a driver that does
+ * not say); fake_cuda_last_grid() gives the grid of the latest launch.
  */
 #include <cuda.h>
 #include <pthread.h>
@@ -23,11 +25,13 @@
 
 void fake_cuda_counters(int *threads, int *loads, int *launches, int *max_live);
 void fake_cuda_reset(void);
+void fake_cuda_last_grid(unsigned *gx, unsigned *gy, unsigned *gz);
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_t g_loaders[FAKE_MAX_THREADS];
 static int g_n_loaders, g_loads, g_launches, g_live_loads, g_max_live_loads;
 static int g_ctx_token, g_stream_token, g_event_token;
+static unsigned g_grid[3];
 
 /* Distinct threads that loaded a module, modules loaded, launches, and the
  * most module loads that were in flight at once. */
@@ -37,6 +41,13 @@ void fake_cuda_counters(int *threads, int *loads, int *launches, int *max_live) 
   *loads = g_loads;
   *launches = g_launches;
   *max_live = g_max_live_loads;
+  pthread_mutex_unlock(&g_lock);
+}
+void fake_cuda_last_grid(unsigned *gx, unsigned *gy, unsigned *gz) {
+  pthread_mutex_lock(&g_lock);
+  *gx = g_grid[0];
+  *gy = g_grid[1];
+  *gz = g_grid[2];
   pthread_mutex_unlock(&g_lock);
 }
 void fake_cuda_reset(void) {
@@ -91,6 +102,11 @@ CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d) {
   case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:
     *v = 232448;
     break;
+  case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: {
+    const char *l2 = getenv("FAKE_CUDA_L2");
+    *v = l2 ? atoi(l2) : 0;
+    break;
+  }
   default:
     *v = 0;
   }
@@ -182,23 +198,26 @@ CUresult cuFuncGetAttribute(int *v, CUfunction_attribute a, CUfunction f) {
   *v = 0;
   return CUDA_SUCCESS;
 }
-static CUresult launched(void) {
+static CUresult launched(unsigned gx, unsigned gy, unsigned gz) {
   pthread_mutex_lock(&g_lock);
   g_launches++;
+  g_grid[0] = gx;
+  g_grid[1] = gy;
+  g_grid[2] = gz;
   pthread_mutex_unlock(&g_lock);
   return CUDA_SUCCESS;
 }
 CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
                         unsigned bx, unsigned by, unsigned bz, unsigned smem,
                         CUstream s, void **params, void **extra) {
-  (void)f, (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz;
+  (void)f, (void)bx, (void)by, (void)bz;
   (void)smem, (void)s, (void)params, (void)extra;
-  return launched();
+  return launched(gx, gy, gz);
 }
 CUresult cuLaunchKernelEx(const CUlaunchConfig *cfg, CUfunction f, void **params,
                           void **extra) {
-  (void)cfg, (void)f, (void)params, (void)extra;
-  return launched();
+  (void)f, (void)params, (void)extra;
+  return launched(cfg->gridDimX, cfg->gridDimY, cfg->gridDimZ);
 }
 CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t bytes) {
   void *m = NULL;

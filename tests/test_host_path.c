@@ -16,6 +16,9 @@
  *  - A kernel the driver refuses fails the call with SJ_ERR_CUDA and
  *    leaves nothing half-settled: the next call, once the driver accepts
  *    it, loads it from the cache without compiling it again.
+ *  - Causal launch order: every head's heaviest Q block first (grid x =
+ *    heads) while a batch's K/V fit the reported L2 (wgmma) or twice it
+ *    (the mma.sync families), else one head at a time (grid x = Q blocks).
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -40,6 +43,7 @@
 
 static void (*g_counters)(int *, int *, int *, int *);
 static void (*g_reset)(void);
+static void (*g_last_grid)(unsigned *, unsigned *, unsigned *);
 static char g_dir[512];
 static void *g_buf; /* q, k, v and o of every call (never read) */
 
@@ -291,6 +295,77 @@ static void test_short_causal_kernel(void **state) {
   sj_context_destroy(ctx);
 }
 
+/* The causal launch order's budget (attention.c, causal_heads_first): a
+ * batch's INT8 K and V bytes (heads_kv x seq_kv x D x (1 + V's bytes))
+ * against the device's L2 for wgmma, twice the L2 for attn_mma.  With a
+ * reported L2 of 1 MiB, D = 128 and 4 query heads, the last launch of
+ * each call (the attention kernel) must put the heads on x exactly up to
+ * the boundary. */
+static void test_heads_first_budget(void **state) {
+  (void)state;
+  need();
+  if (!g_last_grid)
+    skip();
+  char dir[600];
+  cache_dir(dir, sizeof dir, "order");
+  enum { D = 128, H = 4, N_MAX = 4160 };
+  const size_t bytes = (size_t)H * N_MAX * D * 2;
+  char *buf = aligned_alloc(256, 4 * bytes);
+  assert_non_null(buf);
+  setenv("FAKE_CUDA_L2", "1048576", 1);
+  sj_context *ctx = make_ctx(dir);
+  static const struct {
+    sj_family family;
+    int heads_kv, seq, heads_first;
+  } calls[] = {
+      /* wgmma, 8-bit V: 4 x seq x 128 x 2 <= 1 MiB up to 1024 keys */
+      {SJ_FAMILY_WGMMA, H, 1024, 1},
+      {SJ_FAMILY_WGMMA, H, 1088, 0},
+      {SJ_FAMILY_WGMMA, H, 1344, 0},
+      /* one kv head (GQA): four times the keys */
+      {SJ_FAMILY_WGMMA, 1, 4096, 1},
+      {SJ_FAMILY_WGMMA, 1, 4160, 0},
+      /* FP16PV, the caller's 16-bit V: 4 x seq x 128 x 3 <= 2 MiB up to 1365 */
+      {SJ_FAMILY_FP16PV, H, 1344, 1},
+      {SJ_FAMILY_FP16PV, H, 1408, 0},
+      /* FP8PV, 8-bit V: <= 2 MiB up to 2048 */
+      {SJ_FAMILY_FP8PV, H, 2048, 1},
+      {SJ_FAMILY_FP8PV, H, 2112, 0},
+  };
+  for (size_t i = 0; i < sizeof calls / sizeof *calls; i++) {
+    sj_attention_params p;
+    sj_attention_params_init(&p);
+    p.batch = 1;
+    p.heads_q = H;
+    p.heads_kv = calls[i].heads_kv;
+    p.seq_q = p.seq_kv = calls[i].seq;
+    p.head_dim = D;
+    p.family = calls[i].family;
+    p.q = buf;
+    p.k = buf + bytes;
+    p.v = buf + 2 * bytes;
+    p.o = buf + 3 * bytes;
+    p.causal = 1;
+    const sj_status st = sj_attention(ctx, &p, NULL);
+    if (st != SJ_OK)
+      fail_msg("call %zu: %s (%s)", i, sj_status_name(st), sj_context_last_error(ctx));
+    unsigned gx = 0, gy = 0, gz = 0;
+    g_last_grid(&gx, &gy, &gz);
+    /* (heads, Q blocks, batch) or (Q blocks, heads, batch); a call has at
+     * least 1024 / 128 = 8 Q blocks, never the 4 heads */
+    const unsigned heads = calls[i].heads_first ? gx : gy;
+    const unsigned blocks = calls[i].heads_first ? gy : gx;
+    if (heads != H || blocks < 8 || gz != 1)
+      fail_msg("call %zu (family %d, %d kv heads, %d keys): grid %u x %u x %u, "
+               "heads first expected %d",
+               i, (int)calls[i].family, calls[i].heads_kv, calls[i].seq, gx, gy, gz,
+               calls[i].heads_first);
+  }
+  sj_context_destroy(ctx);
+  unsetenv("FAKE_CUDA_L2");
+  free(buf);
+}
+
 int main(void) {
   /* before anything loads the driver (once per process) */
   setenv("SAGEJIT_CUDA_DRIVER", SJ_FAKE_CUDA, 1);
@@ -303,6 +378,7 @@ int main(void) {
   if (lib) {
     *(void **)&g_counters = dlsym(lib, "fake_cuda_counters");
     *(void **)&g_reset = dlsym(lib, "fake_cuda_reset");
+    *(void **)&g_last_grid = dlsym(lib, "fake_cuda_last_grid");
     if (!g_reset)
       g_counters = NULL;
   }
@@ -311,6 +387,7 @@ int main(void) {
       cmocka_unit_test(test_threads_share_kernels),
       cmocka_unit_test(test_rejected_kernel_settles),
       cmocka_unit_test(test_short_causal_kernel),
+      cmocka_unit_test(test_heads_first_budget),
   };
   int rc = cmocka_run_group_tests(tests, setup, teardown);
   if (lib)
