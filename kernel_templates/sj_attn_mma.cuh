@@ -158,9 +158,16 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
   constexpr float I8_EXP = 120.f;
   // Row sums of P on the tensor core (see the step): FP8PV everywhere
   // (H100, where its mma is emulated: −2 to +14 %; native on sm89+);
-  // FP16PV at D >= 128 without the causal mask (+6-8 %; at D = 64 and
-  // under the mask the extra mma chains cost 1-6 %).  bench/NOTES.md m3.
-  constexpr bool TC_SUM = F8 || (D >= 128 && !CAUSAL);
+  // FP16PV at D = 128 without the causal mask (+6-8 %; at D = 64 and
+  // under the mask the extra mma chains cost 1-6 %, at D = 96 0.7-1.1 %,
+  // at D = 256, 16-row warps, 5-6 %).  bench/NOTES.md m3, m9.
+  constexpr bool TC_SUM = F8 || (D == 128 && !CAUSAL);
+  // FP16PV causal at D = 128: row sums on the tensor core in the unmasked
+  // steps only, FADDs (quad-reduced) in the masked ones, so d holds whole
+  // row sums either way: +0.9-1.4 % at 1K-16K, and 40 bytes fewer spills
+  // (sm_90a 120 / 124 -> 80 / 72).  At D = 96 -2-3.5 %, at D = 256 -7 %.
+  constexpr bool TC_HYB = !F8 && D == 128 && CAUSAL;
+  constexpr bool D_FULL = TC_SUM || TC_HYB;
   // Row max on the scores' bits (tree_imax): everywhere but FP8PV at
   // D <= 64 without the mask, which measured 2 % slower (H200; causal
   // +4-14 %, FP16PV +0-14 %, FP8PV D = 128 +1-6 %: bench/NOTES.md m6).
@@ -380,6 +387,7 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
     // form).
     auto step = [&](const int sub, const bool mask) {
     const int koff = sub * KSUB;
+    const bool tc = TC_SUM || (TC_HYB && !mask); // row sums on the tensor core
     // ---- S = Q K^T (int32); each K fragment feeds 2 * MT mma
     // The first k-step starts the accumulators at MAGIC_I (the int->float
     // offset below), so the scores need no add of their own.
@@ -500,10 +508,11 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
           for (int e = 0; e < 2; e++) {
             const float p = fast_exp2(fmaf(sf[mt][nt][2 * hf + e], mult, -c));
             sf[mt][nt][2 * hf + e] = p;
-            if (!TC_SUM)
+            if (!tc)
               sum += p;
           }
-        d[mt][hf] = TC_SUM ? d[mt][hf] * o_scale[mt][hf] : d[mt][hf] * o_scale[mt][hf] + sum;
+        d[mt][hf] = tc ? d[mt][hf] * o_scale[mt][hf]
+                       : d[mt][hf] * o_scale[mt][hf] + (D_FULL ? quad_sum(sum) : sum);
       }
 
     // ---- P fragments (A operand of P.V), packed right away so that the
@@ -562,7 +571,7 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
         d[mt][0] = fma_ieee(__int_as_float(acc[0]), beta[mt][0], d[mt][0]);
         d[mt][1] = fma_ieee(__int_as_float(acc[2]), beta[mt][1], d[mt][1]);
       }
-    } else if (TC_SUM) {
+    } else if (tc) {
       const u32 ones = F8 ? 0x38383838u : PV_BF16 ? 0x3F803F80u : 0x3C003C00u;
 #pragma unroll
       for (int mt = 0; mt < MT; mt++) {
@@ -746,7 +755,7 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
   for (int mt = 0; mt < MT; mt++)
 #pragma unroll
     for (int hf = 0; hf < 2; hf++) {
-      const float dsum = TC_SUM ? d[mt][hf] : quad_sum(d[mt][hf]);
+      const float dsum = D_FULL ? d[mt][hf] : quad_sum(d[mt][hf]);
       const int lrow = warp * WARP_Q + mt * 16 + g + 8 * hf;
       const int row = eq0 + lrow;
       const float inv = dsum > 0.f ? 1.0f / dsum : 0.f;
