@@ -365,11 +365,12 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
    * D = 256 (16-row warps) keeps 32. */
   out->ksub = tune_int("ksub=", 32, 64, head_dim > 128 ? 32 : 64);
   /* Three buffers (one barrier per tile) when two CTAs still fit on a
-   * multiprocessor, else two, else one.  At D <= 64 two (two barriers per
+   * multiprocessor, else two, else one.  At D = 64 two (two barriers per
    * tile, the next tile's copies issued after the second): on the H200
-   * +1.4-2.6 % at 4K and 16K, FP16PV and FP8PV, causal or not, -1 to
-   * -1.6 % causal at 1K (bench/NOTES.md, the stages row after m9). */
-  int stages = head_dim > 64 && 2 * attn_smem(fam, head_dim, 3, split) <= t->smem_optin
+   * +1.0-3.3 % over three in 17 of 18 cells (FP16PV, FP8PV fp32+fp16 and
+   * pvi8, 1K-16K, causal or not; pvi8 causal 1K -1.1 %; bench/NOTES.md,
+   * the knob row after m9).  D = 32 was not measured and keeps the rule. */
+  int stages = head_dim != 64 && 2 * attn_smem(fam, head_dim, 3, split) <= t->smem_optin
                    ? 3
                    : (attn_smem(fam, head_dim, 2, split) <= t->smem_optin ? 2
                                                                           : 1);
