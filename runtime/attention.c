@@ -723,8 +723,9 @@ static sj_status wgmma_maps_current(sj_context *ctx, const call *c,
  * D = 128 8K loses 5.2 %.  attn_mma keeps a gain up to about twice the
  * L2: its 128-row CTAs read each K/V tile for twice the rows of a 64-row
  * wgmma CTA, at half the speed.  Order 1 against order 0 there (H200,
- * same call, two rounds, D = 128): FP16PV 72 / 96 MiB +2.1 / +0.6 % (end
- * to end +2.4 / +1.9 %), 144 / 192 MiB -2.1 / -3 %; FP8PV fp32+fp16 and
+ * same call, two rounds, D = 128): FP16PV 72 / 96 MiB +2.1-3.2 / +0.6 %
+ * (end to end +2.4-3.3 / +1.6-2.2 %), 144 / 192 MiB -1.9 to -2.2 / -2.6 to
+ * -3.3 %; FP8PV fp32+fp16 and
  * pvi8 at 64 / 96 / 128 MiB +0.5-1.2 %; D = 64 at 64-96 MiB within 0.3 %
  * (bench/NOTES.md, the budget rows after m8).  SAGEJIT_TUNE "order=0" /
  * "order=1" forces it off / on for A/B runs. */
