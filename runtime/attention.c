@@ -724,11 +724,11 @@ static sj_status wgmma_maps_current(sj_context *ctx, const call *c,
  * L2: its 128-row CTAs read each K/V tile for twice the rows of a 64-row
  * wgmma CTA, at half the speed.  Order 1 against order 0 there (H200,
  * same call, two rounds, D = 128): FP16PV 72 / 96 MiB +2.1-3.2 / +0.6 %
- * (end to end +2.4-3.3 / +1.6-2.2 %), 144 / 192 MiB -1.9 to -2.2 / -2.6 to
- * -3.3 %; FP8PV fp32+fp16 and
- * pvi8 at 64 / 96 / 128 MiB +0.5-1.2 %; D = 64 at 64-96 MiB within 0.3 %
- * (bench/NOTES.md, the budget rows after m8).  SAGEJIT_TUNE "order=0" /
- * "order=1" forces it off / on for A/B runs. */
+ * (end to end +2.4-3.3 / +1.6-2.2 %), 144 / 192 MiB -1.9 to -2.2 / -2.6
+ * to -3.3 %; FP8PV fp32+fp16 and pvi8 at 64 / 96 / 128 MiB +0.5-1.2 %;
+ * D = 64 at 64-96 MiB within 0.3 % (bench/NOTES.md, the budget rows after
+ * m8).  SAGEJIT_TUNE "order=0" / "order=1" forces it off / on for A/B
+ * runs. */
 #define SJ_HEADS_FIRST_BYTES ((int64_t)32 << 20)
 static int causal_heads_first(const sj_context *ctx, const call *c,
                               int64_t n_qblk) {
@@ -750,6 +750,17 @@ static int causal_heads_first(const sj_context *ctx, const call *c,
   const int64_t l2 = ctx->l2_bytes > 0 ? ctx->l2_bytes : SJ_HEADS_FIRST_BYTES;
   const int64_t budget = c->plan.family == SJ_FAMILY_WGMMA ? l2 : 2 * l2;
   return c->heads_kv * c->seq_kv * c->head_dim * (1 + v_bytes) <= budget;
+}
+
+/* The attention kernel's grid x and y for nq Q blocks: (Q blocks, heads),
+ * or in heads-first order (heads, Q blocks), for which it returns
+ * SJ_F_HEADS_FIRST to add to the kernel's flags. */
+static int attn_grid(const sj_context *ctx, const call *c, unsigned nq,
+                     unsigned grid[2]) {
+  const int hf = causal_heads_first(ctx, c, nq);
+  grid[0] = hf ? (unsigned)c->heads_q : nq;
+  grid[1] = hf ? nq : (unsigned)c->heads_q;
+  return hf ? SJ_F_HEADS_FIRST : 0;
 }
 
 static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
@@ -947,21 +958,16 @@ static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
       st = wgmma_maps(ctx, c, &l, ws, &wa);
       /* 64 query rows per consumer warpgroup */
       const int64_t bq = 64 * (int64_t)sj_wg_groups(pl->wg_consumers);
-      const unsigned nq = (unsigned)((c->seq_q + bq - 1) / bq);
-      const int hf = causal_heads_first(ctx, c, nq);
-      if (hf)
-        wa.a.flags |= SJ_F_HEADS_FIRST;
+      unsigned grid[2];
+      wa.a.flags |= attn_grid(ctx, c, (unsigned)((c->seq_q + bq - 1) / bq), grid);
       if (st == SJ_OK)
-        st = sj_launch(ctx, fn[3], hf ? (unsigned)c->heads_q : nq,
-                       hf ? nq : (unsigned)c->heads_q, (unsigned)c->batch, &sh,
+        st = sj_launch(ctx, fn[3], grid[0], grid[1], (unsigned)c->batch, &sh,
                        stream, &wa, "attn_wgmma", chained);
     } else {
-      const int hf = causal_heads_first(ctx, c, l.g.n_qblk);
-      const unsigned nq = (unsigned)l.g.n_qblk, nh = (unsigned)c->heads_q;
-      if (hf)
-        aa.flags |= SJ_F_HEADS_FIRST;
-      st = sj_launch(ctx, fn[3], hf ? nh : nq, hf ? nq : nh, (unsigned)c->batch,
-                     &sh, stream, &aa, "attn_mma", chained);
+      unsigned grid[2];
+      aa.flags |= attn_grid(ctx, c, (unsigned)l.g.n_qblk, grid);
+      st = sj_launch(ctx, fn[3], grid[0], grid[1], (unsigned)c->batch, &sh,
+                     stream, &aa, "attn_mma", chained);
     }
   }
   if (own_ws)
