@@ -18,6 +18,19 @@ typedef long long sj_i64;
  * and seq_q / seq_kv hold the maxima.  Internal buffers give each sequence
  * its own padded rows (see sj_quant.cuh), so no tile mixes two sequences. */
 
+/* Reduces the partials (below): k_mean, v_mean, v_scale [batch][heads_kv][dim].
+ * SJ_F_V_AUTO (pvi8+splitv): also chooses how each (batch, kv head) stores
+ * V, written to v_mode [batch][heads_kv] (one byte: 1 s8, 0 split e4m3),
+ * and scales V for it (127 or 448; v_scale_max is then unused). */
+typedef struct sj_finalize_args {
+  sj_ptr partial, k_mean, v_mean, v_scale, cu_kv;
+  int batch, heads_kv, seq_kv, head_dim, nchunk, flags;
+  float v_scale_max; /* V range: e4m3 448, 2.25 for fp32+fp16, s8 127 for pvi8 */
+  int total_kv;
+  sj_ptr v_mode;
+  int k_sample; /* as kv_stats' */
+} sj_finalize_args;
+
 /* Per-chunk partial statistics of K and V over the sequence.
  * partial: float [batch][heads_kv][nchunk][SJ_STATS_ROWS][head_dim] with
  * rows (sum K, sum V, max V, min V, sum V^2); the last row holds the sum of
@@ -37,20 +50,13 @@ typedef struct sj_stats_args {
   int flags; /* SJ_F_* */
   int total_kv;
   int k_sample; /* 1 or 4: see SJ_K_SAMPLE_MIN */
+  /* SJ_F_FINALIZE: the last chunk of each (batch, kv head) to finish
+   * reduces them all as kv_finalize would (fin), with one launch less.
+   * ticket: u32 [batch][heads_kv], zero at launch; each chunk counts itself
+   * there and the last one zeroes it again. */
+  sj_ptr ticket;
+  sj_finalize_args fin;
 } sj_stats_args;
-
-/* Reduces the partials: k_mean, v_mean, v_scale [batch][heads_kv][dim].
- * SJ_F_V_AUTO (pvi8+splitv): also chooses how each (batch, kv head) stores
- * V, written to v_mode [batch][heads_kv] (one byte: 1 s8, 0 split e4m3),
- * and scales V for it (127 or 448; v_scale_max is then unused). */
-typedef struct sj_finalize_args {
-  sj_ptr partial, k_mean, v_mean, v_scale, cu_kv;
-  int batch, heads_kv, seq_kv, head_dim, nchunk, flags;
-  float v_scale_max; /* V range: e4m3 448, 2.25 for fp32+fp16, s8 127 for pvi8 */
-  int total_kv;
-  sj_ptr v_mode;
-  int k_sample; /* as kv_stats' */
-} sj_finalize_args;
 
 /* The padded internal buffers shared by quant_qkv and attn_mma.
  * Dense: q8 [b][hq][seq_q_pad][D], k8 [b][hk][seq_kv_pad][D] int8, v8
@@ -151,5 +157,6 @@ typedef struct sj_ref_args {
 #define SJ_F_V_AUTO 256   /* finalize: choose s8 or split e4m3 V per head */
 #define SJ_F_HEADS_FIRST 512 /* causal attention: the grid is (heads, Q
                                 blocks, batch), see sj::cta_coord */
+#define SJ_F_FINALIZE 1024 /* stats: finalize in the last chunk, see sj_stats_args */
 
 #endif

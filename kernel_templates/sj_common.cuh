@@ -84,6 +84,25 @@ __device__ __forceinline__ void unpack2(u32 w, float &lo, float &hi) {
   lo = to_f32<DT>((u16)(w & 0xffffu));
   hi = to_f32<DT>((u16)(w >> 16));
 }
+// Lane-wise max / min of two words of two 16-bit values each (sm_80 and
+// later); a NaN lane gives the other operand, as fmaxf / fminf.
+template <int DT> __device__ __forceinline__ u32 max2(u32 a, u32 b) {
+  u32 r;
+  if (DT == BF16)
+    asm("max.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  else
+    asm("max.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+template <int DT> __device__ __forceinline__ u32 min2(u32 a, u32 b) {
+  u32 r;
+  if (DT == BF16)
+    asm("min.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  else
+    asm("min.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+
 // float pair -> packed 16-bit pair, lo in the low half.
 template <int DT> __device__ __forceinline__ u32 pack2(float lo, float hi) {
   u32 r;

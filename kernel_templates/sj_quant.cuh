@@ -4,7 +4,8 @@
 // Pass 1 (kv_stats): per (batch, kv head, chunk of tokens) partial sums of K
 //   and V and the max/min of V, per channel, and the sum of V^2.
 // Pass 2 (kv_finalize): per (batch, kv head) the K mean, V mean and V scale
-//   (and under pvi8+splitv the choice of V's format).
+//   (and under pvi8+splitv the choice of V's format).  By default pass 1
+//   does it (SJ_F_FINALIZE): the last chunk of each head to finish.
 // Pass 3 (quant_qkv): one launch quantizes Q blocks, K blocks and V blocks.
 #pragma once
 #include "sj_abi.h"
@@ -37,23 +38,29 @@ constexpr int STATS_MIN_CTAS = 3; // the host sizes the grid to one wave of thes
 constexpr int STATS_STAGES = 3;
 constexpr int STATS_UNROLL = 2;
 
-template <int DT, int D>
-__global__ void __launch_bounds__(STATS_THREADS, STATS_MIN_CTAS)
-    kv_stats(const sj_stats_args a) {
+// Shared memory of stats_chunk: the stages, and the reduction after them.
+template <int D, int STAGES, int UNROLL> struct StatsSmem {
+  static constexpr int ROWS = STATS_THREADS / RowMap<D>::TPR;
+  static constexpr int STAGE_BYTES = STAGES * 2 * UNROLL * STATS_THREADS * 16;
+  static constexpr int RED_BYTES = ROWS * (D + 1) * 4;
+  static constexpr int BYTES = STAGE_BYTES > RED_BYTES ? STAGE_BYTES : RED_BYTES;
+};
+
+// The partial statistics of chunk c of (batch b, kv head h), as described
+// in sj_abi.h.  smem: StatsSmem<D, STAGES, UNROLL>::BYTES, 16-byte aligned.
+// The staging depth does not change the sums: each thread adds its rows in
+// row order whatever the stages.
+template <int DT, int D, int STAGES, int UNROLL>
+__device__ __forceinline__ void stats_chunk(const sj_stats_args &a, int c, int h, int b,
+                                            u8 *smem) {
   typedef RowMap<D> M;
   constexpr int ROWS = STATS_THREADS / M::TPR;
-  constexpr int PER_STAGE = STATS_UNROLL * ROWS;
+  constexpr int PER_STAGE = UNROLL * ROWS;
   // A thread reads back only the pieces it copied itself, so the stages
   // need no barrier (cp.async.wait_group is per thread); the reduction at
   // the end reuses the memory.
-  __shared__ __align__(16) union {
-    u32x4 st[STATS_STAGES][2][STATS_UNROLL][STATS_THREADS]; // [.][0: K, 1: V]
-    float red[ROWS][D + 1];
-  } sm;
-  pdl_wait();
-  pdl_launch_next();
-
-  const int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  typedef u32x4 Stage[2][UNROLL][STATS_THREADS]; // [0: K, 1: V]
+  Stage *st = (Stage *)smem;
   const int lane_c = threadIdx.x % M::TPR, row0 = threadIdx.x / M::TPR;
   const bool active = lane_c < M::CHUNKS;
   const Seq sq = seq_at(a.cu_kv, b, a.total_kv, a.seq_kv);
@@ -63,14 +70,20 @@ __global__ void __launch_bounds__(STATS_THREADS, STATS_MIN_CTAS)
   const u8 *kb = (const u8 *)a.k + (user_base(varlen, sq, b, a.k_sb, a.k_sn) + (i64)h * a.k_sh) * 2;
   const u8 *vb = (const u8 *)a.v + (user_base(varlen, sq, b, a.v_sb, a.v_sn) + (i64)h * a.v_sh) * 2;
 
-  float ks[8], vs[8], vmax[8], vmin[8];
+  float ks[8], vs[8];
+  // V's max and min in the input type, two channels a word (the max of
+  // 16-bit values is one of them: exact, and 8 registers fewer)
+  u32 vmax[4], vmin[4];
   float vsq = 0.f; // sum of V^2 over the thread's rows and 8 channels
 #pragma unroll
   for (int i = 0; i < 8; i++) {
     ks[i] = 0.f;
     vs[i] = 0.f;
-    vmax[i] = neg_inf();
-    vmin[i] = -neg_inf();
+  }
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    vmax[i] = DT == BF16 ? 0xff80ff80u : 0xfc00fc00u; // -inf
+    vmin[i] = vmax[i] ^ 0x80008000u;                  // +inf
   }
   const bool do_k = (a.flags & SJ_F_K_STATS) != 0, do_v = (a.flags & SJ_F_V_STATS) != 0;
   // K's mean from every k_sample-th key (SJ_K_SAMPLE_MIN): a quarter of
@@ -81,47 +94,52 @@ __global__ void __launch_bounds__(STATS_THREADS, STATS_MIN_CTAS)
   // staging, so the sums are the same bit for bit)
   const int nst = n1 > n0 ? (n1 - n0 + PER_STAGE - 1) / PER_STAGE : 0;
   auto issue = [&](int t) { // stage t's copies as one group (maybe empty)
-    const int slot = t % STATS_STAGES;
+    const int slot = t % STAGES;
 #pragma unroll
-    for (int u = 0; u < STATS_UNROLL; u++) {
+    for (int u = 0; u < UNROLL; u++) {
       const int m = n0 + t * PER_STAGE + u * ROWS + row0;
       if (active && m < n1) {
         if (do_k && (m & kmask) == 0)
-          cp_async16(&sm.st[slot][0][u][threadIdx.x], kb + (i64)m * a.k_sn * 2 + lane_c * 16, 16);
+          cp_async16(&st[slot][0][u][threadIdx.x], kb + (i64)m * a.k_sn * 2 + lane_c * 16, 16);
         if (do_v)
-          cp_async16(&sm.st[slot][1][u][threadIdx.x], vb + (i64)m * a.v_sn * 2 + lane_c * 16, 16);
+          cp_async16(&st[slot][1][u][threadIdx.x], vb + (i64)m * a.v_sn * 2 + lane_c * 16, 16);
       }
     }
     cp_async_commit();
   };
 #pragma unroll
-  for (int t = 0; t < STATS_STAGES - 1; t++)
+  for (int t = 0; t < STAGES - 1; t++)
     issue(t);
   for (int t = 0; t < nst; t++) {
-    issue(t + STATS_STAGES - 1); // into the slot summed at t - 1
-    cp_async_wait<STATS_STAGES - 1>();
+    issue(t + STAGES - 1); // into the slot summed at t - 1
+    cp_async_wait<STAGES - 1>();
     if (!active)
       continue;
-    const int slot = t % STATS_STAGES;
+    const int slot = t % STAGES;
 #pragma unroll
-    for (int u = 0; u < STATS_UNROLL; u++) {
+    for (int u = 0; u < UNROLL; u++) {
       const int m = n0 + t * PER_STAGE + u * ROWS + row0;
       if (m >= n1)
         break;
       float x[8];
       if (do_k && (m & kmask) == 0) { // unsampled rows would add zeros
-        unpack8<DT>(sm.st[slot][0][u][threadIdx.x], x);
+        unpack8<DT>(st[slot][0][u][threadIdx.x], x);
 #pragma unroll
         for (int i = 0; i < 8; i++)
           ks[i] += x[i];
       }
       if (do_v) {
-        unpack8<DT>(sm.st[slot][1][u][threadIdx.x], x);
+        const u32x4 w = st[slot][1][u][threadIdx.x];
+        const u32 wv[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+          vmax[i] = max2<DT>(vmax[i], wv[i]);
+          vmin[i] = min2<DT>(vmin[i], wv[i]);
+        }
+        unpack8<DT>(w, x);
 #pragma unroll
         for (int i = 0; i < 8; i++) {
           vs[i] += x[i];
-          vmax[i] = fmaxf(vmax[i], x[i]);
-          vmin[i] = fminf(vmin[i], x[i]);
           vsq = fmaf(x[i], x[i], vsq);
         }
       }
@@ -129,7 +147,7 @@ __global__ void __launch_bounds__(STATS_THREADS, STATS_MIN_CTAS)
   }
   cp_async_wait<0>(); // (the groups past the last stage are empty)
   __syncthreads();    // every stage read before red overwrites it
-  float (&red)[ROWS][D + 1] = sm.red;
+  float (&red)[ROWS][D + 1] = *(float (*)[ROWS][D + 1])smem;
   float *out = (float *)a.partial +
                ((((i64)b * a.heads_kv + h) * a.nchunk + c) * SJ_STATS_ROWS) * D;
   // Reduce the statistics one after another through shared memory (the
@@ -139,10 +157,11 @@ __global__ void __launch_bounds__(STATS_THREADS, STATS_MIN_CTAS)
     if (active) {
 #pragma unroll
       for (int i = 0; i < 8; i++) {
+        const u32 mw = s == 2 ? vmax[i / 2] : vmin[i / 2];
+        const float mm = to_f32<DT>((u16)(i % 2 ? mw >> 16 : mw & 0xffffu));
         float v = s == 0   ? ks[i]
                   : s == 1 ? vs[i]
-                  : s == 2 ? vmax[i]
-                  : s == 3 ? vmin[i]
+                  : s <= 3 ? mm
                            : (i == 0 ? vsq : 0.f);
         red[row0][lane_c * 8 + i] = v;
       }
@@ -160,16 +179,49 @@ __global__ void __launch_bounds__(STATS_THREADS, STATS_MIN_CTAS)
   }
 }
 
-// ------------------------------------------------------------------ pass 2
-// One CTA per (batch, kv head), a thread per channel.
 template <int D>
-__global__ void __launch_bounds__(256) kv_finalize(const sj_finalize_args a) {
-  static_assert(D <= 256, "a thread per channel");
-  __shared__ float red[2][8];
-  __shared__ int s_i8;
-  pdl_wait(); // the partial sums of kv_stats
+__device__ __forceinline__ void finalize_head(const sj_finalize_args &a, int h, int b,
+                                              float (*red)[8], int *s_i8);
+
+// SJ_F_FINALIZE: the chunk that finishes its head's count reduces the
+// head's partials (the other chunks' writes made visible by the fences
+// around the count, the partials read through L2) and zeroes the count.
+template <int DT, int D>
+__global__ void __launch_bounds__(STATS_THREADS, STATS_MIN_CTAS)
+    kv_stats(const sj_stats_args a) {
+  typedef StatsSmem<D, STATS_STAGES, STATS_UNROLL> S;
+  static_assert(S::BYTES >= 2 * 8 * 4 + 4, "finalize_head's scratch");
+  __shared__ __align__(16) u8 smem[S::BYTES];
+  pdl_wait();
   pdl_launch_next();
-  const int h = blockIdx.x, b = blockIdx.y, ch = threadIdx.x;
+  const int h = blockIdx.y, b = blockIdx.z;
+  stats_chunk<DT, D, STATS_STAGES, STATS_UNROLL>(a, blockIdx.x, h, b, smem); // ends in a barrier
+  if (!(a.flags & SJ_F_FINALIZE))
+    return;
+  u32 *count = (u32 *)a.ticket + ((i64)b * a.heads_kv + h);
+  int *s_last = (int *)smem + 16;
+  if (threadIdx.x == 0) {
+    __threadfence(); // this chunk's partials before its count
+    *s_last = atomicAdd(count, 1u) == (u32)(a.nchunk - 1);
+  }
+  __syncthreads();
+  if (!*s_last)
+    return;
+  __threadfence(); // the other chunks' partials after their counts
+  if (threadIdx.x == 0)
+    *count = 0u; // every chunk has counted: zero for the next launch
+  finalize_head<D>(a.fin, h, b, (float (*)[8])smem, (int *)smem + 17);
+}
+
+// ------------------------------------------------------------------ pass 2
+// The reduction of one (batch, kv head), a thread per channel; red, s_i8:
+// shared scratch of 16 floats and an int.  The partials are read through
+// L2 (ld.cg): under SJ_F_FINALIZE other CTAs of the same launch wrote them.
+template <int D>
+__device__ __forceinline__ void finalize_head(const sj_finalize_args &a, int h, int b,
+                                              float (*red)[8], int *s_i8) {
+  static_assert(D <= 256, "a thread per channel");
+  const int ch = threadIdx.x;
   const i64 bh = (i64)b * a.heads_kv + h;
   const float *p = (const float *)a.partial + bh * a.nchunk * SJ_STATS_ROWS * D;
   const int len = seq_at(a.cu_kv, b, a.total_kv, a.seq_kv).len;
@@ -183,11 +235,11 @@ __global__ void __launch_bounds__(256) kv_finalize(const sj_finalize_args a) {
     float ks = 0.f, vs = 0.f, vmax = neg_inf(), vmin = -neg_inf();
     for (int c = 0; c < a.nchunk; c++) {
       const float *q = p + (i64)c * SJ_STATS_ROWS * D;
-      ks += q[ch];
-      vs += q[D + ch];
-      vmax = fmaxf(vmax, q[2 * D + ch]);
-      vmin = fminf(vmin, q[3 * D + ch]);
-      vsq += q[4 * D + ch];
+      ks += __ldcg(q + ch);
+      vs += __ldcg(q + D + ch);
+      vmax = fmaxf(vmax, __ldcg(q + 2 * D + ch));
+      vmin = fminf(vmin, __ldcg(q + 3 * D + ch));
+      vsq += __ldcg(q + 4 * D + ch);
     }
     if (a.flags & SJ_F_SMOOTH_K)
       ((float *)a.k_mean)[bh * D + ch] = ks * inv_kn;
@@ -225,14 +277,24 @@ __global__ void __launch_bounds__(256) kv_finalize(const sj_finalize_args a) {
         d += red[1][w];
       }
       const float r = n / (d * inv_n);
-      s_i8 = r <= PVI8_R_MAX ? 1 : 0; // false for NaN
-      ((u8 *)a.v_mode)[bh] = (u8)s_i8;
+      *s_i8 = r <= PVI8_R_MAX ? 1 : 0; // false for NaN
+      ((u8 *)a.v_mode)[bh] = (u8)*s_i8;
     }
     __syncthreads();
-    vmax_v = s_i8 ? 127.f : 448.f;
+    vmax_v = *s_i8 ? 127.f : 448.f;
   }
   if (ch < D)
     ((float *)a.v_scale)[bh * D + ch] = amax / vmax_v;
+}
+
+// One CTA per (batch, kv head), a thread per channel.
+template <int D>
+__global__ void __launch_bounds__(256) kv_finalize(const sj_finalize_args a) {
+  __shared__ float red[2][8];
+  __shared__ int s_i8;
+  pdl_wait(); // the partial sums of kv_stats
+  pdl_launch_next();
+  finalize_head<D>(a, blockIdx.x, blockIdx.y, red, &s_i8);
 }
 
 // ------------------------------------------------------------------ pass 3

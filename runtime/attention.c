@@ -464,6 +464,7 @@ static sj_status validate_varlen(sj_context *ctx, const sj_varlen_params *p,
 typedef struct layout {
   sj_geom g;
   int nchunk, chunk;
+  size_t ctl_bytes; /* kv_stats' counts (SJ_F_FINALIZE), at offset 0 */
   size_t q8, k8, v8, q_scale, k_scale, v_scale, v_mean, k_mean, qk_mean,
       partial, v_mode, total;
 } layout;
@@ -556,6 +557,10 @@ static sj_status make_layout(sj_context *ctx, const call *c, layout *l) {
                                : (size_t)(BLK_Q / pl->warp_q * 8));
   const size_t ks = pl->quant == SJ_QUANT_PER_THREAD ? 4 : 1;
   sizer z = {0, 0};
+  /* First, at a fixed place: a context's workspace keeps kv_stats' counts
+   * zero from call to call (run_call) */
+  l->ctl_bytes = mulz(&z, B * HK, 4);
+  take(&z, l->ctl_bytes);
   l->q8 = take(&z, mulz(&z, q_rows, D));
   l->k8 = take(&z, mulz(&z, kv_rows, D));
   /* Split V: the residual buffer right after v8, same layout (one tensor
@@ -780,6 +785,7 @@ static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
 
   CUdeviceptr ws = 0;
   int own_ws = 0;
+  size_t *ctl_zero = NULL; /* the context's workspace: its zero prefix */
   if (c->workspace) {
     if ((uintptr_t)c->workspace % WS_ALIGN)
       return sj_fail(ctx, SJ_ERR_WORKSPACE,
@@ -792,7 +798,7 @@ static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
   } else {
     pthread_mutex_lock(&ctx->ws_lock);
     own_ws = 1;
-    sj_status st = sj_workspace_get(ctx, stream, l.total, &ws);
+    sj_status st = sj_workspace_get(ctx, stream, l.total, &ws, &ctl_zero);
     if (st != SJ_OK) {
       pthread_mutex_unlock(&ctx->ws_lock);
       return st;
@@ -818,9 +824,33 @@ static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
   const sj_ptr cu_kv = (sj_ptr)(uintptr_t)c->cu_kv;
   sj_status st = SJ_OK;
   int chained = 0; /* a kernel of this call is queued: chain the next */
-  if (need_stats) {
+  /* kv_finalize folded into kv_stats (SJ_F_FINALIZE, unless SAGEJIT_PREP
+   * is 0): its per-head counts must be zero.  A context's workspace keeps
+   * them so (the launch zeroes each count as it completes; the bytes past
+   * this call's counts may hold its data), a caller's is zeroed here, and
+   * so is any captured into a graph. */
+  const int fold = need_stats && ctx->prep_fuse;
+  int zeroed = ctl_zero && *ctl_zero >= l.ctl_bytes;
+  if (fold && zeroed) {
+    /* A captured graph replays later, maybe after calls with fewer kv
+     * heads wrote data over these counts: the graph zeroes them itself. */
+    CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (ctx->cu->StreamIsCapturing(stream, &cap) != CUDA_SUCCESS ||
+        cap != CU_STREAM_CAPTURE_STATUS_NONE)
+      zeroed = 0;
+  }
+  if (fold && !zeroed)
+    st = sj_memset32(ctx, ws, l.ctl_bytes / 4, stream,
+                     "zeroing the statistics counts");
+  if (ctl_zero)
+    *ctl_zero = st != SJ_OK ? 0
+                : fold      ? l.ctl_bytes
+                            : (*ctl_zero < l.ctl_bytes ? *ctl_zero : l.ctl_bytes);
+  if (need_stats && st == SJ_OK) {
     sj_stats_args sa;
+    sj_finalize_args fa;
     memset(&sa, 0, sizeof sa);
+    memset(&fa, 0, sizeof fa);
     sa.k = (sj_ptr)(uintptr_t)c->k;
     sa.v = (sj_ptr)(uintptr_t)c->v;
     sa.partial = ws + l.partial;
@@ -840,36 +870,38 @@ static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
     sa.chunk = l.chunk;
     sa.flags = (pl->smooth_k ? SJ_F_K_STATS : 0) | (v_stats ? SJ_F_V_STATS : 0);
     sa.k_sample = pl->k_sample;
+    fa.partial = ws + l.partial;
+    fa.k_mean = ws + l.k_mean;
+    fa.v_mean = ws + l.v_mean;
+    fa.v_scale = ws + l.v_scale;
+    fa.cu_kv = cu_kv;
+    fa.batch = (int)c->batch;
+    fa.heads_kv = (int)c->heads_kv;
+    fa.seq_kv = (int)c->seq_kv;
+    fa.total_kv = (int)c->total_kv;
+    fa.head_dim = (int)c->head_dim;
+    fa.nchunk = l.nchunk;
+    fa.v_mode = ws + l.v_mode;
+    fa.k_sample = pl->k_sample;
+    fa.flags = (pl->smooth_k ? SJ_F_SMOOTH_K : 0) |
+               (v_stats ? SJ_F_V_STATS : 0) | (pl->smooth_v ? SJ_F_SMOOTH_V : 0) |
+               (pl->accum == SJ_ACCUM_PVI8_SPLITV ? SJ_F_V_AUTO : 0);
+    fa.v_scale_max = pl->accum == SJ_ACCUM_FP32_FP16
+                         ? 2.25f
+                         : (pl->accum == SJ_ACCUM_PVI8 ? 127.f : 448.f);
+    if (fold) {
+      sa.flags |= SJ_F_FINALIZE;
+      sa.ticket = ws;
+      sa.fin = fa;
+    }
     sj_launch_shape sh = sj_spec_shape(&pl->specs[0]);
     st = sj_launch(ctx, fn[0], (unsigned)l.nchunk, (unsigned)c->heads_kv,
                    (unsigned)c->batch, &sh, stream, &sa, "kv_stats", chained);
     chained = 1;
-    if (st == SJ_OK) {
-      sj_finalize_args fa;
-      memset(&fa, 0, sizeof fa);
-      fa.partial = ws + l.partial;
-      fa.k_mean = ws + l.k_mean;
-      fa.v_mean = ws + l.v_mean;
-      fa.v_scale = ws + l.v_scale;
-      fa.cu_kv = cu_kv;
-      fa.batch = (int)c->batch;
-      fa.heads_kv = (int)c->heads_kv;
-      fa.seq_kv = (int)c->seq_kv;
-      fa.total_kv = (int)c->total_kv;
-      fa.head_dim = (int)c->head_dim;
-      fa.nchunk = l.nchunk;
-      fa.v_mode = ws + l.v_mode;
-      fa.k_sample = pl->k_sample;
-      fa.flags = (pl->smooth_k ? SJ_F_SMOOTH_K : 0) |
-                 (v_stats ? SJ_F_V_STATS : 0) | (pl->smooth_v ? SJ_F_SMOOTH_V : 0) |
-                 (pl->accum == SJ_ACCUM_PVI8_SPLITV ? SJ_F_V_AUTO : 0);
-      fa.v_scale_max = pl->accum == SJ_ACCUM_FP32_FP16
-                           ? 2.25f
-                           : (pl->accum == SJ_ACCUM_PVI8 ? 127.f : 448.f);
-      sh = sj_spec_shape(&pl->specs[1]);
+    sh = sj_spec_shape(&pl->specs[1]);
+    if (st == SJ_OK && !fold)
       st = sj_launch(ctx, fn[1], (unsigned)c->heads_kv, (unsigned)c->batch, 1,
                      &sh, stream, &fa, "kv_finalize", chained);
-    }
   }
   if (st == SJ_OK && (parts & SJ_PART_PRE)) {
     sj_quant_args qa;

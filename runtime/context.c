@@ -218,6 +218,8 @@ sj_status sj_context_create(sj_context **out, const sj_config *cfg_in) {
                !(pdl && strcmp(pdl, "0") == 0);
     const char *qf = getenv("SAGEJIT_QFUSE");
     ctx->q_fuse = !(qf && strcmp(qf, "0") == 0);
+    const char *pf = getenv("SAGEJIT_PREP");
+    ctx->prep_fuse = !(pf && strcmp(pf, "0") == 0);
   } else if (!target_override) {
     return create_fail(ctx, SJ_ERR_INVALID_ARGUMENT,
                        "a context without a device needs a target "
@@ -309,11 +311,15 @@ struct sj_workspace {
   CUstream stream;
   CUdeviceptr ptr;
   size_t size;
+  /* Bytes at the start known to be zero (kv_stats' counts under
+   * SJ_F_FINALIZE: each such launch leaves its counts zero, and a call may
+   * write anything past its own; see run_call) */
+  size_t ctl_zero;
   sj_workspace *next;
 };
 
 sj_status sj_workspace_get(sj_context *ctx, CUstream stream, size_t bytes,
-                           CUdeviceptr *out) {
+                           CUdeviceptr *out, size_t **ctl_zero) {
   const sj_cuda_api *cu = ctx->cu;
   char err[256];
   pthread_mutex_lock(&ctx->lock);
@@ -322,6 +328,7 @@ sj_status sj_workspace_get(sj_context *ctx, CUstream stream, size_t bytes,
     w = w->next;
   if (w && w->size >= bytes) {
     *out = w->ptr;
+    *ctl_zero = &w->ctl_zero;
     pthread_mutex_unlock(&ctx->lock);
     return SJ_OK;
   }
@@ -376,6 +383,8 @@ sj_status sj_workspace_get(sj_context *ctx, CUstream stream, size_t bytes,
   }
   w->ptr = p;
   w->size = want;
+  w->ctl_zero = 0;
+  *ctl_zero = &w->ctl_zero;
   pthread_mutex_unlock(&ctx->lock);
   if (old) {
     /* Work already queued on the stream may still use the old buffer. */

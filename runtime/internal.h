@@ -306,6 +306,9 @@ struct sj_context {
   /* The wgmma kernel quantizes Q itself (SJ_F_Q_FUSED) unless
    * SAGEJIT_QFUSE is 0. */
   int q_fuse;
+  /* kv_finalize folded into kv_stats (SJ_F_FINALIZE) unless SAGEJIT_PREP
+   * is 0. */
+  int prep_fuse;
   sj_target target;
   sj_family family; /* what AUTO means here */
   int family_explicit; /* family set by config or SAGEJIT_FAMILY */
@@ -353,10 +356,14 @@ sj_status sj_launch(sj_context *ctx, CUfunction fn, unsigned gx, unsigned gy,
                     unsigned gz, const sj_launch_shape *sh, CUstream stream,
                     void *args, const char *what, int chained);
 
+/* Zeroes `words` 32-bit words at p, queued on stream. */
+sj_status sj_memset32(sj_context *ctx, CUdeviceptr p, size_t words,
+                      CUstream stream, const char *what);
+
 /* Context-owned workspace for a stream, grown as needed; the caller holds
  * ctx->ws_lock until its launches are queued. */
 sj_status sj_workspace_get(sj_context *ctx, CUstream stream, size_t bytes,
-                           CUdeviceptr *out);
+                           CUdeviceptr *out, size_t **ctl_zero);
 void sj_workspaces_destroy(sj_context *ctx);
 /* Frees the workspace of a stream (caller holds ctx->ws_lock). */
 void sj_workspace_forget(sj_context *ctx, CUstream stream);

@@ -563,3 +563,20 @@ sj_status sj_launch(sj_context *ctx, CUfunction fn, unsigned gx, unsigned gy,
   pthread_mutex_unlock(&ctx->lock);
   return SJ_OK;
 }
+
+sj_status sj_memset32(sj_context *ctx, CUdeviceptr p, size_t words,
+                      CUstream stream, const char *what) {
+  const sj_cuda_api *cu = ctx->cu;
+  char err[256];
+  CUresult r = cu->CtxPushCurrent(ctx->cuctx);
+  if (r != CUDA_SUCCESS)
+    return sj_fail(ctx, SJ_ERR_CUDA, "cuCtxPushCurrent: %s",
+                   sj_cuda_error_text(r, err, sizeof err));
+  r = cu->MemsetD32Async(p, 0, words, stream);
+  CUcontext dummy;
+  cu->CtxPopCurrent(&dummy);
+  if (r != CUDA_SUCCESS)
+    return sj_fail(ctx, SJ_ERR_CUDA, "%s: %s", what,
+                   sj_cuda_error_text(r, err, sizeof err));
+  return SJ_OK;
+}

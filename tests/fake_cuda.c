@@ -13,7 +13,11 @@
  * sagejit bench --first-call times the host side of a first call.  The test reads the counters
  * through fake_cuda_counters().  FAKE_CUDA_L2 (bytes) is the L2 size the
  * device reports (unset: the attribute reads 0, as from a driver that does
- * not say); fake_cuda_last_grid() gives the grid of the latest launch.
+ * not say); fake_cuda_last_grid() gives the grid of the latest launch and
+ * fake_cuda_grid(i) that of launch i since the last reset (the first 64);
+ * fake_cuda_memsets() counts cuMemsetD32Async calls since the last reset
+ * and gives the latest one's size in words.  FAKE_CUDA_CAPTURING=1: every
+ * stream reports an active graph capture.
  */
 #include <cuda.h>
 #include <pthread.h>
@@ -26,12 +30,18 @@
 void fake_cuda_counters(int *threads, int *loads, int *launches, int *max_live);
 void fake_cuda_reset(void);
 void fake_cuda_last_grid(unsigned *gx, unsigned *gy, unsigned *gz);
+int fake_cuda_grid(int i, unsigned *gx, unsigned *gy, unsigned *gz);
+void fake_cuda_memsets(int *n, size_t *last_words);
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_t g_loaders[FAKE_MAX_THREADS];
 static int g_n_loaders, g_loads, g_launches, g_live_loads, g_max_live_loads;
 static int g_ctx_token, g_stream_token, g_event_token;
 static unsigned g_grid[3];
+#define FAKE_MAX_GRIDS 64
+static unsigned g_grids[FAKE_MAX_GRIDS][3];
+static int g_memsets;
+static size_t g_memset_words;
 
 /* Distinct threads that loaded a module, modules loaded, launches, and the
  * most module loads that were in flight at once. */
@@ -50,9 +60,29 @@ void fake_cuda_last_grid(unsigned *gx, unsigned *gy, unsigned *gz) {
   *gz = g_grid[2];
   pthread_mutex_unlock(&g_lock);
 }
+/* 0 and the grid of launch i since the last reset, or -1 */
+int fake_cuda_grid(int i, unsigned *gx, unsigned *gy, unsigned *gz) {
+  pthread_mutex_lock(&g_lock);
+  const int ok = i >= 0 && i < g_launches && i < FAKE_MAX_GRIDS;
+  if (ok) {
+    *gx = g_grids[i][0];
+    *gy = g_grids[i][1];
+    *gz = g_grids[i][2];
+  }
+  pthread_mutex_unlock(&g_lock);
+  return ok ? 0 : -1;
+}
+void fake_cuda_memsets(int *n, size_t *last_words) {
+  pthread_mutex_lock(&g_lock);
+  *n = g_memsets;
+  *last_words = g_memset_words;
+  pthread_mutex_unlock(&g_lock);
+}
 void fake_cuda_reset(void) {
   pthread_mutex_lock(&g_lock);
   g_n_loaders = g_loads = g_launches = g_max_live_loads = 0;
+  g_memsets = 0;
+  g_memset_words = 0;
   pthread_mutex_unlock(&g_lock);
 }
 
@@ -200,6 +230,11 @@ CUresult cuFuncGetAttribute(int *v, CUfunction_attribute a, CUfunction f) {
 }
 static CUresult launched(unsigned gx, unsigned gy, unsigned gz) {
   pthread_mutex_lock(&g_lock);
+  if (g_launches < FAKE_MAX_GRIDS) {
+    g_grids[g_launches][0] = gx;
+    g_grids[g_launches][1] = gy;
+    g_grids[g_launches][2] = gz;
+  }
   g_launches++;
   g_grid[0] = gx;
   g_grid[1] = gy;
@@ -247,6 +282,10 @@ CUresult cuMemsetD32Async(CUdeviceptr d, unsigned v, size_t n, CUstream s) {
   unsigned *p = (unsigned *)(uintptr_t)d;
   for (size_t i = 0; i < n; i++)
     p[i] = v;
+  pthread_mutex_lock(&g_lock);
+  g_memsets++;
+  g_memset_words = n;
+  pthread_mutex_unlock(&g_lock);
   return CUDA_SUCCESS;
 }
 CUresult cuStreamCreate(CUstream *s, unsigned flags) {
@@ -264,7 +303,8 @@ CUresult cuStreamSynchronize(CUstream s) {
 }
 CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *st) {
   (void)s;
-  *st = CU_STREAM_CAPTURE_STATUS_NONE;
+  const char *cap = getenv("FAKE_CUDA_CAPTURING");
+  *st = cap && *cap == '1' ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
   return CUDA_SUCCESS;
 }
 CUresult cuEventCreate(CUevent *e, unsigned flags) {

@@ -1043,6 +1043,176 @@ static void test_q_fused(void **state) {
   sj_context_destroy(ctx);
 }
 
+/* kv_finalize folded into kv_stats (SJ_F_FINALIZE, the default): the same
+ * reduction in the same order, so the output and the LSE must equal, bit
+ * for bit, those of the separate kv_finalize launch (SAGEJIT_PREP=0), also
+ * with a caller's workspace full of 0xff bytes (its counts zeroed per
+ * call).  Each context makes two calls, on inputs with different
+ * statistics, on one stream without a synchronize, so the second launch
+ * reads the counts the first one left (a count left non-zero would skip a
+ * head's reduction and keep the first input's means and scales).
+ * Cases: every family, the wgmma default's per-head choice of V
+ * (pvi8+splitv: the reduction decides it), per_block, smooth_v, GQA,
+ * several chunks per head, K sampling, tails, causal, D 32-256, bf16. */
+static void test_prep_fused(void **state) {
+  (void)state;
+  if (!tu_have_gpu())
+    skip();
+  enum { NCTX = 2 };
+  sj_context *ctx[NCTX];
+  setenv("SAGEJIT_PREP", "0", 1);
+  ctx[0] = gpu_ctx(SJ_FAMILY_AUTO);
+  unsetenv("SAGEJIT_PREP");
+  ctx[1] = gpu_ctx(SJ_FAMILY_AUTO);
+  assert_int_equal(ctx[0]->prep_fuse, 0);
+  assert_int_equal(ctx[1]->prep_fuse, 1);
+  const int hopper = strcmp(ctx[0]->target.name, "sm_90a") == 0;
+  static const struct {
+    sj_family fam;
+    int b, hq, hk, nq, nk, d, causal, smooth_v;
+    sj_quant_gran qg;
+    sj_pv_accum acc;
+    sj_dtype dt;
+  } cases[] = {
+      {SJ_FAMILY_WGMMA, 2, 4, 4, 1000, 3000, 128, 0, 0, SJ_QUANT_PER_THREAD, SJ_ACCUM_DEFAULT, SJ_DTYPE_FP16},
+      {SJ_FAMILY_WGMMA, 1, 8, 2, 1500, 1500, 64, 1, 0, SJ_QUANT_PER_WARP, SJ_ACCUM_DEFAULT, SJ_DTYPE_BF16},
+      {SJ_FAMILY_WGMMA, 1, 2, 2, 300, 2200, 64, 0, 0, SJ_QUANT_PER_BLOCK, SJ_ACCUM_DEFAULT, SJ_DTYPE_FP16},
+      {SJ_FAMILY_WGMMA, 1, 2, 1, 200, 700, 256, 1, 0, SJ_QUANT_PER_THREAD, SJ_ACCUM_FP32_FP32, SJ_DTYPE_FP16},
+      {SJ_FAMILY_FP16PV, 1, 8, 2, 800, 2500, 128, 1, 0, SJ_QUANT_PER_THREAD, SJ_ACCUM_DEFAULT, SJ_DTYPE_FP16},
+      {SJ_FAMILY_FP16PV, 2, 4, 4, 300, 1300, 64, 0, 0, SJ_QUANT_PER_BLOCK, SJ_ACCUM_DEFAULT, SJ_DTYPE_BF16},
+      {SJ_FAMILY_FP8PV, 2, 4, 2, 700, 2100, 96, 0, 1, SJ_QUANT_PER_WARP, SJ_ACCUM_FP32_FP32, SJ_DTYPE_FP16},
+      {SJ_FAMILY_FP8PV, 1, 4, 4, 500, 1100, 32, 1, 0, SJ_QUANT_PER_THREAD, SJ_ACCUM_FP32_FP16, SJ_DTYPE_FP16},
+      {SJ_FAMILY_FP8PV, 1, 2, 2, 300, 600, 256, 0, 0, SJ_QUANT_PER_BLOCK, SJ_ACCUM_DEFAULT, SJ_DTYPE_BF16},
+  };
+  int ran = 0;
+  const sj_cuda_api *cu = ctx[0]->cu;
+  assert_int_equal(cu->CtxPushCurrent(ctx[0]->cuctx), CUDA_SUCCESS);
+  for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+    if ((cases[ci].fam == SJ_FAMILY_WGMMA && !hopper) ||
+        (cases[ci].fam == SJ_FAMILY_FP8PV && ctx[0]->target.sm < 89))
+      continue; /* the family needs sm_90a / sm_89 */
+    ran++;
+    const size_t nq = (size_t)cases[ci].b * cases[ci].hq * cases[ci].nq * cases[ci].d;
+    const size_t nk = (size_t)cases[ci].b * cases[ci].hk * cases[ci].nk * cases[ci].d;
+    const size_t nl = (size_t)cases[ci].b * cases[ci].hq * cases[ci].nq;
+    const size_t sz[3] = {nq, nk, nk};
+    uint16_t *h = malloc(nq * 2 > nk * 2 ? nq * 2 : nk * 2);
+    uint16_t *o_ref[2] = {malloc(nq * 2), malloc(nq * 2)}, *o_got = malloc(nq * 2);
+    float *l_ref[2] = {malloc(nl * 4), malloc(nl * 4)}, *l_got = malloc(nl * 4);
+    assert_true(h && o_ref[0] && o_ref[1] && o_got && l_ref[0] && l_ref[1] && l_got);
+    uint64_t seed = 5150 + ci;
+    /* two inputs with different statistics, so that a call reading the
+     * previous call's means and scales (a count left non-zero skips the
+     * reduction) cannot match */
+    CUdeviceptr t[2][3], o[2], lse[2], ws = 0;
+    for (int in = 0; in < 2; in++)
+      for (int i = 0; i < 3; i++) {
+        for (size_t j = 0; j < sz[i]; j++) {
+          /* K with a per-channel bias; V with outlier tokens in odd heads
+           * (the wgmma default then splits V there, pvi8 elsewhere) */
+          const size_t d = (size_t)cases[ci].d, tok = j / d;
+          float x = (float)tu_rand_normal(&seed);
+          if (i == 1)
+            x += (0.5f + (float)in) * (float)(j % d % 7);
+          if (i == 2 && tok % 97 == 5 && (tok / (size_t)cases[ci].nk) % 2 == 1)
+            x *= 40.f;
+          if (i == 2 && in == 1)
+            x = 1.5f * x + 0.25f;
+          h[j] = cases[ci].dt == SJ_DTYPE_BF16 ? tu_f32_to_bf16(x) : tu_f32_to_f16(x);
+        }
+        assert_int_equal(cu->MemAlloc(&t[in][i], sz[i] * 2), CUDA_SUCCESS);
+        cu->MemcpyHtoD(t[in][i], h, sz[i] * 2);
+      }
+    for (int r = 0; r < 2; r++) {
+      assert_int_equal(cu->MemAlloc(&o[r], nq * 2), CUDA_SUCCESS);
+      assert_int_equal(cu->MemAlloc(&lse[r], nl * 4), CUDA_SUCCESS);
+    }
+    sj_attention_params p;
+    fill_params(&p, t[0][0], t[0][1], t[0][2], o[0]);
+    p.dtype = cases[ci].dt;
+    p.batch = cases[ci].b;
+    p.heads_q = cases[ci].hq;
+    p.heads_kv = cases[ci].hk;
+    p.seq_q = cases[ci].nq;
+    p.seq_kv = cases[ci].nk;
+    p.head_dim = cases[ci].d;
+    p.causal = cases[ci].causal;
+    p.qk_quant = cases[ci].qg;
+    p.pv_accum = cases[ci].acc;
+    p.smooth_v = cases[ci].smooth_v;
+    p.family = cases[ci].fam;
+    size_t ws_bytes = 0;
+    assert_int_equal(sj_attention_workspace_size(ctx[1], &p, &ws_bytes), SJ_OK);
+    assert_int_equal(cu->MemAlloc(&ws, ws_bytes), CUDA_SUCCESS);
+    /* runs: each context, then context 1 on the caller's workspace; each
+     * run queues the two inputs' calls back to back */
+    for (int run = 0; run <= NCTX; run++) {
+      sj_context *c = ctx[run < NCTX ? run : 1];
+      p.workspace = run == NCTX ? (void *)(uintptr_t)ws : NULL;
+      p.workspace_size = run == NCTX ? ws_bytes : 0;
+      if (run == NCTX)
+        cu->MemsetD8(ws, 0xff, ws_bytes);
+      for (int r = 0; r < 2; r++) {
+        cu->MemsetD8(o[r], 0xff, nq * 2);
+        cu->MemsetD8(lse[r], 0xff, nl * 4);
+      }
+      for (int r = 0; r < 2; r++) {
+        p.q = (void *)(uintptr_t)t[r][0];
+        p.k = (void *)(uintptr_t)t[r][1];
+        p.v = (void *)(uintptr_t)t[r][2];
+        p.o = (void *)(uintptr_t)o[r];
+        p.lse = (float *)(uintptr_t)lse[r];
+        const sj_status st = sj_attention(c, &p, NULL);
+        if (st != SJ_OK)
+          fail_msg("case %zu run %d: %s (%s)", ci, run, sj_status_name(st),
+                   sj_context_last_error(c));
+      }
+      assert_int_equal(cu->CtxSynchronize(), CUDA_SUCCESS);
+      for (int r = 0; r < 2; r++) {
+        cu->MemcpyDtoH(run ? o_got : o_ref[r], o[r], nq * 2);
+        cu->MemcpyDtoH(run ? l_got : l_ref[r], lse[r], nl * 4);
+        if (run == 0) {
+          size_t poisoned = 0;
+          for (size_t j = 0; j < nq; j++)
+            poisoned += o_ref[r][j] == 0xffff;
+          for (size_t j = 0; j < nl; j++)
+            poisoned += !isfinite(l_ref[r][j]);
+          assert_int_equal(poisoned, 0);
+          continue;
+        }
+        if (memcmp(o_got, o_ref[r], nq * 2) != 0 || memcmp(l_got, l_ref[r], nl * 4) != 0) {
+          size_t diff = 0;
+          for (size_t j = 0; j < nq; j++)
+            diff += o_got[j] != o_ref[r][j];
+          fail_msg("case %zu (family %s, D %d): run %d call %d differs from the "
+                   "kv_finalize launch in %zu of %zu outputs",
+                   ci, sj_family_str(cases[ci].fam), cases[ci].d, run, r, diff, nq);
+        }
+      }
+    }
+    assert_true(memcmp(o_ref[0], o_ref[1], nq * 2) != 0);
+    for (int in = 0; in < 2; in++)
+      for (int i = 0; i < 3; i++)
+        cu->MemFree(t[in][i]);
+    for (int r = 0; r < 2; r++) {
+      cu->MemFree(o[r]);
+      cu->MemFree(lse[r]);
+      free(o_ref[r]);
+      free(l_ref[r]);
+    }
+    cu->MemFree(ws);
+    free(h);
+    free(o_got);
+    free(l_got);
+  }
+  print_message("kv_finalize in kv_stats: %d cases x 2 queued inputs, the context's "
+                "and a caller's workspace, bit-identical to its own launch\n", ran);
+  CUcontext dummy;
+  cu->CtxPopCurrent(&dummy);
+  for (int c = 0; c < NCTX; c++)
+    sj_context_destroy(ctx[c]);
+}
+
 /* Causal launch order of the attention kernels (sj::cta_coord,
  * sj::cta_coord_reread): one head at a time or, with SJ_F_HEADS_FIRST, a
  * grid of (heads, Q blocks, batch) that starts every head's heaviest Q
@@ -1511,6 +1681,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_user_workspace),
       cmocka_unit_test(test_pdl_chain),
       cmocka_unit_test(test_q_fused),
+      cmocka_unit_test(test_prep_fused),
       cmocka_unit_test(test_causal_order),
       cmocka_unit_test(test_v_auto),
       cmocka_unit_test(test_single_flight_threads),

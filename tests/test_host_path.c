@@ -19,6 +19,12 @@
  *  - Causal launch order: every head's heaviest Q block first (grid x =
  *    heads) while a batch's K/V fit the reported L2 (wgmma) or twice it
  *    (the mma.sync families), else one head at a time (grid x = Q blocks).
+ *  - kv_finalize folded into kv_stats (SJ_F_FINALIZE): a call launches
+ *    kv_stats, the quantizer and the attention kernel; kv_stats' counts at
+ *    the workspace's start are zeroed when they may not be zero (a
+ *    caller's workspace every call, a context's only where the previous
+ *    call used those bytes for data or the stream is capturing a graph),
+ *    and SAGEJIT_PREP=0 restores the kv_finalize launch.
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -44,6 +50,8 @@
 static void (*g_counters)(int *, int *, int *, int *);
 static void (*g_reset)(void);
 static void (*g_last_grid)(unsigned *, unsigned *, unsigned *);
+static int (*g_grid_at)(int, unsigned *, unsigned *, unsigned *);
+static void (*g_memsets)(int *, size_t *);
 static char g_dir[512];
 static void *g_buf; /* q, k, v and o of every call (never read) */
 
@@ -130,7 +138,7 @@ static void test_cold_call_resolves_in_parallel(void **state) {
   assert_int_equal(s.disk_hits, 0);
   assert_int_equal(loads, 4);
   assert_int_equal(threads, 4); /* the caller's and three more */
-  assert_int_equal(launches, 4);
+  assert_int_equal(launches, 3); /* kv_stats (and finalize), quant_qkv, attention */
 
   /* the same context again: memory */
   assert_int_equal(sj_attention(ctx, &p, NULL), SJ_OK);
@@ -138,7 +146,7 @@ static void test_cold_call_resolves_in_parallel(void **state) {
   g_counters(&threads, &loads, &launches, &max_live);
   assert_int_equal(s.mem_hits, 4);
   assert_int_equal(loads, 4);
-  assert_int_equal(launches, 8);
+  assert_int_equal(launches, 6);
   sj_context_destroy(ctx);
 
   /* a new context on the same cache: disk, no compile, loads in parallel */
@@ -200,7 +208,7 @@ static void test_threads_share_kernels(void **state) {
   assert_int_equal(s.misses, 5);
   assert_int_equal(s.mem_hits, 4 * N - 5);
   assert_int_equal(loads, 5);
-  assert_int_equal(launches, 4 * N);
+  assert_int_equal(launches, 3 * N);
   sj_context_destroy(ctx);
 }
 
@@ -230,7 +238,7 @@ static void test_rejected_kernel_settles(void **state) {
   assert_int_equal(s.disk_hits, 1);
   assert_int_equal(s.mem_hits, 3);
   g_counters(&threads, &loads, &launches, &max_live);
-  assert_int_equal(launches, 4);
+  assert_int_equal(launches, 3);
   sj_context_destroy(ctx);
 }
 
@@ -366,6 +374,124 @@ static void test_heads_first_budget(void **state) {
   free(buf);
 }
 
+/* One call of B = 1, D = 64, N = 100 with `heads` query and kv heads on
+ * buf (4 tensors of heads x 100 x 64 fp16), optionally with a workspace. */
+static sj_status prep_call(sj_context *ctx, char *buf, int heads, void *ws, size_t ws_size) {
+  sj_attention_params p;
+  sj_attention_params_init(&p);
+  p.batch = 1;
+  p.heads_q = p.heads_kv = heads;
+  p.seq_q = p.seq_kv = 100;
+  p.head_dim = 64;
+  p.qk_quant = SJ_QUANT_PER_THREAD; /* Q fused into the attention kernel */
+  const size_t bytes = (size_t)heads * 100 * 64 * 2;
+  p.q = buf;
+  p.k = buf + bytes;
+  p.v = buf + 2 * bytes;
+  p.o = buf + 3 * bytes;
+  p.workspace = ws;
+  p.workspace_size = ws_size;
+  return sj_attention(ctx, &p, NULL);
+}
+
+static void test_prep_launch(void **state) {
+  (void)state;
+  need();
+  if (!g_grid_at || !g_memsets)
+    skip();
+  char dir[600];
+  cache_dir(dir, sizeof dir, "prep");
+  enum { HMAX = 4 };
+  char *buf = aligned_alloc(256, 4 * (size_t)HMAX * 100 * 64 * 2);
+  assert_non_null(buf);
+  sj_context *ctx = make_ctx(dir);
+  int threads, loads, launches, max_live, memsets;
+  size_t words;
+  unsigned gx, gy, gz;
+
+  /* The context's workspace: kv_stats (one chunk of 100 keys per head),
+   * quant_qkv, attention */
+  g_reset();
+  assert_int_equal(prep_call(ctx, buf, 2, NULL, 0), SJ_OK);
+  g_counters(&threads, &loads, &launches, &max_live);
+  assert_int_equal(launches, 3);
+  assert_int_equal(g_grid_at(0, &gx, &gy, &gz), 0);
+  assert_int_equal(gx, 1);
+  assert_int_equal(gy, 2);
+  assert_int_equal(gz, 1);
+  g_memsets(&memsets, &words);
+  assert_int_equal(memsets, 1); /* a new workspace */
+  assert_int_equal(words, 2); /* a count per (batch, kv head) */
+  /* the launch left its counters zero: no memset */
+  assert_int_equal(prep_call(ctx, buf, 2, NULL, 0), SJ_OK);
+  g_memsets(&memsets, &words);
+  assert_int_equal(memsets, 1);
+  /* more heads: more counters, over bytes the last call used for data */
+  assert_int_equal(prep_call(ctx, buf, 4, NULL, 0), SJ_OK);
+  g_memsets(&memsets, &words);
+  assert_int_equal(memsets, 2);
+  assert_int_equal(words, 4);
+  /* fewer: already zero, but the bytes past them become data */
+  assert_int_equal(prep_call(ctx, buf, 2, NULL, 0), SJ_OK);
+  g_memsets(&memsets, &words);
+  assert_int_equal(memsets, 2);
+  assert_int_equal(prep_call(ctx, buf, 4, NULL, 0), SJ_OK);
+  g_memsets(&memsets, &words);
+  assert_int_equal(memsets, 3);
+  /* captured into a graph: zeroed by the graph itself, whatever they hold
+   * when it replays */
+  setenv("FAKE_CUDA_CAPTURING", "1", 1);
+  const sj_status cap_st = prep_call(ctx, buf, 4, NULL, 0);
+  unsetenv("FAKE_CUDA_CAPTURING");
+  assert_int_equal(cap_st, SJ_OK);
+  g_memsets(&memsets, &words);
+  assert_int_equal(memsets, 4);
+  assert_int_equal(words, 4);
+
+  /* A caller's workspace: zeroed every call, the counters only. */
+  sj_attention_params p;
+  sj_attention_params_init(&p);
+  p.batch = 1;
+  p.heads_q = p.heads_kv = 2;
+  p.seq_q = p.seq_kv = 100;
+  p.head_dim = 64;
+  p.qk_quant = SJ_QUANT_PER_THREAD;
+  p.q = p.k = p.v = buf;
+  p.o = buf + 3 * (size_t)HMAX * 100 * 64 * 2 - 2 * 100 * 64 * 2;
+  size_t need_bytes = 0;
+  assert_int_equal(sj_attention_workspace_size(ctx, &p, &need_bytes), SJ_OK);
+  unsigned *ws = aligned_alloc(256, (need_bytes + 255) / 256 * 256);
+  assert_non_null(ws);
+  memset(ws, 0xff, need_bytes);
+  g_reset();
+  assert_int_equal(prep_call(ctx, buf, 2, ws, need_bytes), SJ_OK);
+  assert_int_equal(prep_call(ctx, buf, 2, ws, need_bytes), SJ_OK);
+  g_memsets(&memsets, &words);
+  assert_int_equal(memsets, 2);
+  for (int i = 0; i < 2; i++)
+    assert_int_equal(ws[i], 0u);
+  assert_int_equal(ws[2], 0xffffffffu); /* padding, untouched */
+  free(ws);
+  sj_context_destroy(ctx);
+
+  /* SAGEJIT_PREP=0: statistics, finalize (a CTA per head), quantizer,
+   * attention */
+  setenv("SAGEJIT_PREP", "0", 1);
+  ctx = make_ctx(dir);
+  unsetenv("SAGEJIT_PREP");
+  g_reset();
+  assert_int_equal(prep_call(ctx, buf, 2, NULL, 0), SJ_OK);
+  g_counters(&threads, &loads, &launches, &max_live);
+  assert_int_equal(launches, 4);
+  g_memsets(&memsets, &words);
+  assert_int_equal(memsets, 0);
+  assert_int_equal(g_grid_at(1, &gx, &gy, &gz), 0);
+  assert_int_equal(gx, 2);
+  assert_int_equal(gy, 1);
+  sj_context_destroy(ctx);
+  free(buf);
+}
+
 int main(void) {
   /* before anything loads the driver (once per process) */
   setenv("SAGEJIT_CUDA_DRIVER", SJ_FAKE_CUDA, 1);
@@ -379,6 +505,8 @@ int main(void) {
     *(void **)&g_counters = dlsym(lib, "fake_cuda_counters");
     *(void **)&g_reset = dlsym(lib, "fake_cuda_reset");
     *(void **)&g_last_grid = dlsym(lib, "fake_cuda_last_grid");
+    *(void **)&g_grid_at = dlsym(lib, "fake_cuda_grid");
+    *(void **)&g_memsets = dlsym(lib, "fake_cuda_memsets");
     if (!g_reset)
       g_counters = NULL;
   }
@@ -388,6 +516,7 @@ int main(void) {
       cmocka_unit_test(test_rejected_kernel_settles),
       cmocka_unit_test(test_short_causal_kernel),
       cmocka_unit_test(test_heads_first_budget),
+      cmocka_unit_test(test_prep_launch),
   };
   int rc = cmocka_run_group_tests(tests, setup, teardown);
   if (lib)
