@@ -825,21 +825,21 @@ static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
   sj_status st = SJ_OK;
   int chained = 0; /* a kernel of this call is queued: chain the next */
   /* kv_finalize folded into kv_stats (SJ_F_FINALIZE, unless SAGEJIT_PREP
-   * is 0): its per-head counts must be zero.  A context's workspace keeps
-   * them so (the launch zeroes each count as it completes; the bytes past
-   * this call's counts may hold its data), a caller's is zeroed here, and
-   * so is any captured into a graph. */
-  const int fold = need_stats && ctx->prep_fuse;
-  int zeroed = ctl_zero && *ctl_zero >= l.ctl_bytes;
-  if (fold && zeroed) {
-    /* A captured graph replays later, maybe after calls with fewer kv
-     * heads wrote data over these counts: the graph zeroes them itself. */
+   * is 0) needs its per-head counts zero at launch.  A context's workspace
+   * keeps them so (each launch zeroes the counts it used; the bytes past
+   * this call's counts may hold its data, so a call with more kv heads
+   * zeroes them first).  A caller's workspace would need a memset every
+   * call (the Python package passes a fresh one each time), and a captured
+   * graph may replay after calls that wrote over them: those keep the
+   * kv_finalize launch, which needs no zeroed memory. */
+  int fold = need_stats && ctx->prep_fuse && ctl_zero != NULL;
+  if (fold) {
     CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
     if (ctx->cu->StreamIsCapturing(stream, &cap) != CUDA_SUCCESS ||
         cap != CU_STREAM_CAPTURE_STATUS_NONE)
-      zeroed = 0;
+      fold = 0;
   }
-  if (fold && !zeroed)
+  if (fold && *ctl_zero < l.ctl_bytes)
     st = sj_memset32(ctx, ws, l.ctl_bytes / 4, stream,
                      "zeroing the statistics counts");
   if (ctl_zero)

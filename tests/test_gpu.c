@@ -1043,11 +1043,12 @@ static void test_q_fused(void **state) {
   sj_context_destroy(ctx);
 }
 
-/* kv_finalize folded into kv_stats (SJ_F_FINALIZE, the default): the same
- * reduction in the same order, so the output and the LSE must equal, bit
- * for bit, those of the separate kv_finalize launch (SAGEJIT_PREP=0), also
- * with a caller's workspace full of 0xff bytes (its counts zeroed per
- * call).  Each context makes two calls, on inputs with different
+/* kv_finalize folded into kv_stats (SJ_F_FINALIZE, the default on a
+ * context's workspace): the same reduction in the same order, so the
+ * output and the LSE must equal, bit for bit, those of the separate
+ * kv_finalize launch (SAGEJIT_PREP=0), as must those of a caller's
+ * workspace full of 0xff bytes (the separate launch again, with nothing
+ * left of the garbage).  Each context makes two calls, on inputs with different
  * statistics, on one stream without a synchronize, so the second launch
  * reads the counts the first one left (a count left non-zero would skip a
  * head's reduction and keep the first input's means and scales).
