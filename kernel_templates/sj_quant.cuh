@@ -303,6 +303,17 @@ constexpr int QUANT_THREADS = 256;
 // loads in flight, so occupancy is what keeps DRAM busy (73 registers and
 // three CTAs left it at 71 % of a device copy).
 constexpr int QUANT_MIN_CTAS = 4;
+// Five (48 registers) where measured faster: D <= 64 (no spills; H200
+// prep at 1K / 4K / 16K -10 / -7 / -9 %) and D = 128 on sm_90 (80 bytes of
+// spills, yet prep -4 / -5 % at 1K / 4K: occupancy pays more than the
+// spills cost there; bench/NOTES.md p13).
+template <int D> struct QuantMinCtas {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
+  static constexpr int value = D <= 128 && D != 96 ? 5 : QUANT_MIN_CTAS;
+#else
+  static constexpr int value = D <= 64 ? 5 : QUANT_MIN_CTAS;
+#endif
+};
 
 // Scale group of row r inside a Q block (see docs/kernels.md).
 template <int QG, int WARP_Q> __device__ __forceinline__ int q_group(int r) {
@@ -645,7 +656,7 @@ __device__ __forceinline__ void prefetch_rows(const u8 *base, i64 pitch, int n0,
 // (ACC_FP32_FP32_SPLITV); 2: 16-bit V^T (ACC_PV16); 3: s8 + 128 (ACC_PVI8);
 // 4: 3 or 1 per (batch, kv head), as kv_finalize chose (ACC_PVI8_SPLITV).
 template <int DT, int D, int QG, int WARP_Q, int VM>
-__global__ void __launch_bounds__(QUANT_THREADS, QUANT_MIN_CTAS) quant_qkv(const sj_quant_args a) {
+__global__ void __launch_bounds__(QUANT_THREADS, QuantMinCtas<D>::value) quant_qkv(const sj_quant_args a) {
   __shared__ float s_amax[BLK_Q];
   __shared__ float s_scale[BLK_Q];
   // e4m3 tiles: D rows of BLK_K + 8 bytes (twice for split V); 16-bit
