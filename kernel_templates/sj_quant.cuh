@@ -39,27 +39,25 @@ constexpr int STATS_STAGES = 3;
 constexpr int STATS_UNROLL = 2;
 
 // Shared memory of stats_chunk: the stages, and the reduction after them.
-template <int D, int STAGES, int UNROLL> struct StatsSmem {
+template <int D> struct StatsSmem {
   static constexpr int ROWS = STATS_THREADS / RowMap<D>::TPR;
-  static constexpr int STAGE_BYTES = STAGES * 2 * UNROLL * STATS_THREADS * 16;
+  static constexpr int STAGE_BYTES = STATS_STAGES * 2 * STATS_UNROLL * STATS_THREADS * 16;
   static constexpr int RED_BYTES = ROWS * (D + 1) * 4;
   static constexpr int BYTES = STAGE_BYTES > RED_BYTES ? STAGE_BYTES : RED_BYTES;
 };
 
 // The partial statistics of chunk c of (batch b, kv head h), as described
-// in sj_abi.h.  smem: StatsSmem<D, STAGES, UNROLL>::BYTES, 16-byte aligned.
-// The staging depth does not change the sums: each thread adds its rows in
-// row order whatever the stages.
-template <int DT, int D, int STAGES, int UNROLL>
+// in sj_abi.h.  smem: StatsSmem<D>::BYTES, 16-byte aligned.
+template <int DT, int D>
 __device__ __forceinline__ void stats_chunk(const sj_stats_args &a, int c, int h, int b,
                                             u8 *smem) {
   typedef RowMap<D> M;
   constexpr int ROWS = STATS_THREADS / M::TPR;
-  constexpr int PER_STAGE = UNROLL * ROWS;
+  constexpr int PER_STAGE = STATS_UNROLL * ROWS;
   // A thread reads back only the pieces it copied itself, so the stages
   // need no barrier (cp.async.wait_group is per thread); the reduction at
   // the end reuses the memory.
-  typedef u32x4 Stage[2][UNROLL][STATS_THREADS]; // [0: K, 1: V]
+  typedef u32x4 Stage[2][STATS_UNROLL][STATS_THREADS]; // [0: K, 1: V]
   Stage *st = (Stage *)smem;
   const int lane_c = threadIdx.x % M::TPR, row0 = threadIdx.x / M::TPR;
   const bool active = lane_c < M::CHUNKS;
@@ -94,9 +92,9 @@ __device__ __forceinline__ void stats_chunk(const sj_stats_args &a, int c, int h
   // staging, so the sums are the same bit for bit)
   const int nst = n1 > n0 ? (n1 - n0 + PER_STAGE - 1) / PER_STAGE : 0;
   auto issue = [&](int t) { // stage t's copies as one group (maybe empty)
-    const int slot = t % STAGES;
+    const int slot = t % STATS_STAGES;
 #pragma unroll
-    for (int u = 0; u < UNROLL; u++) {
+    for (int u = 0; u < STATS_UNROLL; u++) {
       const int m = n0 + t * PER_STAGE + u * ROWS + row0;
       if (active && m < n1) {
         if (do_k && (m & kmask) == 0)
@@ -108,16 +106,16 @@ __device__ __forceinline__ void stats_chunk(const sj_stats_args &a, int c, int h
     cp_async_commit();
   };
 #pragma unroll
-  for (int t = 0; t < STAGES - 1; t++)
+  for (int t = 0; t < STATS_STAGES - 1; t++)
     issue(t);
   for (int t = 0; t < nst; t++) {
-    issue(t + STAGES - 1); // into the slot summed at t - 1
-    cp_async_wait<STAGES - 1>();
+    issue(t + STATS_STAGES - 1); // into the slot summed at t - 1
+    cp_async_wait<STATS_STAGES - 1>();
     if (!active)
       continue;
-    const int slot = t % STAGES;
+    const int slot = t % STATS_STAGES;
 #pragma unroll
-    for (int u = 0; u < UNROLL; u++) {
+    for (int u = 0; u < STATS_UNROLL; u++) {
       const int m = n0 + t * PER_STAGE + u * ROWS + row0;
       if (m >= n1)
         break;
@@ -189,13 +187,13 @@ __device__ __forceinline__ void finalize_head(const sj_finalize_args &a, int h, 
 template <int DT, int D>
 __global__ void __launch_bounds__(STATS_THREADS, STATS_MIN_CTAS)
     kv_stats(const sj_stats_args a) {
-  typedef StatsSmem<D, STATS_STAGES, STATS_UNROLL> S;
+  typedef StatsSmem<D> S;
   static_assert(S::BYTES >= 2 * 8 * 4 + 4, "finalize_head's scratch");
   __shared__ __align__(16) u8 smem[S::BYTES];
   pdl_wait();
   pdl_launch_next();
   const int h = blockIdx.y, b = blockIdx.z;
-  stats_chunk<DT, D, STATS_STAGES, STATS_UNROLL>(a, blockIdx.x, h, b, smem); // ends in a barrier
+  stats_chunk<DT, D>(a, blockIdx.x, h, b, smem); // ends in a barrier
   if (!(a.flags & SJ_F_FINALIZE))
     return;
   u32 *count = (u32 *)a.ticket + ((i64)b * a.heads_kv + h);
