@@ -43,6 +43,11 @@ typedef struct sj_finalize_args {
  * so the mean only has to be close, and 256 or more keys make it so. */
 #define SJ_STATS_ROWS 5
 #define SJ_K_SAMPLE_MIN 256
+/* kv_stats' static shared memory and the CTAs per multiprocessor its
+ * launch bounds promise: the runtime sizes its grid to one wave of them
+ * (fewer where the shared memory does not hold that many) */
+#define SJ_STATS_SMEM 49152
+#define SJ_STATS_CTAS 3
 typedef struct sj_stats_args {
   sj_ptr k, v, partial, cu_kv;
   sj_i64 k_sb, k_sh, k_sn, v_sb, v_sh, v_sn;

@@ -29,7 +29,7 @@ __device__ __forceinline__ int k_stride(int len, int k_sample) {
 }
 
 constexpr int STATS_THREADS = 256;
-constexpr int STATS_MIN_CTAS = 3; // the host sizes the grid to one wave of these
+constexpr int STATS_MIN_CTAS = SJ_STATS_CTAS; // the host sizes the grid to one wave
 // Rows stream through shared memory with cp.async: STATS_STAGES stages of
 // STATS_UNROLL passes (a pass is a row per thread group), two stages in
 // flight while the thread sums the third.  Registers held the loads
@@ -189,6 +189,7 @@ __global__ void __launch_bounds__(STATS_THREADS, STATS_MIN_CTAS)
     kv_stats(const sj_stats_args a) {
   typedef StatsSmem<D> S;
   static_assert(S::BYTES >= 2 * 8 * 4 + 4, "finalize_head's scratch");
+  static_assert(S::BYTES == SJ_STATS_SMEM, "the runtime's wave size");
   __shared__ __align__(16) u8 smem[S::BYTES];
   pdl_wait();
   pdl_launch_next();

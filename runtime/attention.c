@@ -535,11 +535,17 @@ static sj_status make_layout(sj_context *ctx, const call *c, layout *l) {
       return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT,
                      "the workspace this call needs does not fit in 64 bits");
   }
-  /* kv_stats: as many chunks as one wave of three CTAs per multiprocessor
-   * holds (its launch bounds); a fourth chunk per head would start a second,
-   * mostly idle wave. */
+  /* kv_stats: as many chunks as one wave of its CTAs holds: three per
+   * multiprocessor (its launch bounds), two where the shared memory does
+   * not hold three of its 48 KB (sm_86, sm_89, sm_12x: 100 KB); one chunk
+   * more per head would start a second, mostly idle wave. */
   const int sms = ctx->sm_count > 0 ? ctx->sm_count : 1;
-  int64_t want = (3 * (int64_t)sms) / (int64_t)(B * HK);
+  int per_sm = (ctx->target.smem_optin + 1024) / (SJ_STATS_SMEM + 1024);
+  if (per_sm > SJ_STATS_CTAS)
+    per_sm = SJ_STATS_CTAS;
+  if (per_sm < 1)
+    per_sm = 1;
+  int64_t want = (per_sm * (int64_t)sms) / (int64_t)(B * HK);
   if (want < 1)
     want = 1;
   int64_t chunk = (c->seq_kv + want - 1) / want;

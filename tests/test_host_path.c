@@ -25,6 +25,8 @@
  *    when the workspace is new or the previous call used those bytes for
  *    data; a caller's workspace, a capturing stream and SAGEJIT_PREP=0
  *    keep the kv_finalize launch (and need no memset).
+ *  - kv_stats' grid is one wave of the CTAs that fit: three per
+ *    multiprocessor on sm_90, two on sm_89's 100 KB of shared memory.
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -496,6 +498,62 @@ static void test_prep_launch(void **state) {
   free(buf);
 }
 
+/* kv_stats' grid: one wave of its CTAs, three per multiprocessor where
+ * the shared memory holds three of their 48 KB, two on the 100 KB parts.
+ * B = 4, 32 kv heads (128 heads), 1024 keys, on the fake's 132
+ * multiprocessors: sm_90 wants 3 x 132 / 128 = 3 chunks a head (384 keys
+ * each, rounded to 64), sm_89 2 x 132 / 128 = 2 (512 keys). */
+static void test_stats_wave(void **state) {
+  (void)state;
+  need();
+  if (!g_grid_at)
+    skip();
+  enum { B = 4, H = 32, N = 1024, D = 64 };
+  const size_t bytes = (size_t)B * H * N * D * 2;
+  char *buf = aligned_alloc(256, 4 * bytes);
+  assert_non_null(buf);
+  static const struct {
+    const char *cc;
+    unsigned chunks;
+  } cases[] = {{"9.0", 3}, {"8.9", 2}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    char dir[600];
+    cache_dir(dir, sizeof dir, "wave");
+    setenv("FAKE_CUDA_CC", cases[i].cc, 1);
+    sj_config cfg;
+    sj_config_init(&cfg);
+    cfg.cache_dir = dir;
+    sj_context *ctx = NULL;
+    const sj_status cst = sj_context_create(&ctx, &cfg);
+    unsetenv("FAKE_CUDA_CC");
+    if (cst != SJ_OK)
+      fail_msg("context on the fake driver (cc %s): %s", cases[i].cc,
+               sj_context_create_error());
+    sj_attention_params p;
+    sj_attention_params_init(&p);
+    p.batch = B;
+    p.heads_q = p.heads_kv = H;
+    p.seq_q = p.seq_kv = N;
+    p.head_dim = D;
+    p.family = SJ_FAMILY_FP8PV; /* V statistics on both targets */
+    p.q = buf;
+    p.k = buf + bytes;
+    p.v = buf + 2 * bytes;
+    p.o = buf + 3 * bytes;
+    g_reset();
+    const sj_status st = sj_attention(ctx, &p, NULL);
+    if (st != SJ_OK)
+      fail_msg("cc %s: %s (%s)", cases[i].cc, sj_status_name(st), sj_context_last_error(ctx));
+    unsigned gx = 0, gy = 0, gz = 0;
+    assert_int_equal(g_grid_at(0, &gx, &gy, &gz), 0); /* kv_stats: (chunks, heads, batch) */
+    if (gx != cases[i].chunks || gy != H || gz != B)
+      fail_msg("cc %s: kv_stats grid %u x %u x %u, expected %u x %d x %d", cases[i].cc,
+               gx, gy, gz, cases[i].chunks, H, B);
+    sj_context_destroy(ctx);
+  }
+  free(buf);
+}
+
 int main(void) {
   /* before anything loads the driver (once per process) */
   setenv("SAGEJIT_CUDA_DRIVER", SJ_FAKE_CUDA, 1);
@@ -521,6 +579,7 @@ int main(void) {
       cmocka_unit_test(test_short_causal_kernel),
       cmocka_unit_test(test_heads_first_budget),
       cmocka_unit_test(test_prep_launch),
+      cmocka_unit_test(test_stats_wave),
   };
   int rc = cmocka_run_group_tests(tests, setup, teardown);
   if (lib)
