@@ -1048,10 +1048,10 @@ static void test_q_fused(void **state) {
  * output and the LSE must equal, bit for bit, those of the separate
  * kv_finalize launch (SAGEJIT_PREP=0), as must those of a caller's
  * workspace full of 0xff bytes (the separate launch again, with nothing
- * left of the garbage).  Each context makes two calls, on inputs with different
- * statistics, on one stream without a synchronize, so the second launch
- * reads the counts the first one left (a count left non-zero would skip a
- * head's reduction and keep the first input's means and scales).
+ * left of the garbage).  Each context makes two calls, on inputs with
+ * different statistics, on one stream without a synchronize, so the second
+ * launch reads the counts the first one left (a count left non-zero would
+ * skip a head's reduction and keep the first input's means and scales).
  * Cases: every family, the wgmma default's per-head choice of V
  * (pvi8+splitv: the reduction decides it), per_block, smooth_v, GQA,
  * several chunks per head, K sampling, tails, causal, D 32-256, bf16. */
