@@ -904,10 +904,11 @@ static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
     st = sj_launch(ctx, fn[0], (unsigned)l.nchunk, (unsigned)c->heads_kv,
                    (unsigned)c->batch, &sh, stream, &sa, "kv_stats", chained);
     chained = 1;
-    sh = sj_spec_shape(&pl->specs[1]);
-    if (st == SJ_OK && !fold)
+    if (st == SJ_OK && !fold) {
+      sh = sj_spec_shape(&pl->specs[1]);
       st = sj_launch(ctx, fn[1], (unsigned)c->heads_kv, (unsigned)c->batch, 1,
                      &sh, stream, &fa, "kv_finalize", chained);
+    }
   }
   if (st == SJ_OK && (parts & SJ_PART_PRE)) {
     sj_quant_args qa;

@@ -376,23 +376,27 @@ static void test_heads_first_budget(void **state) {
   free(buf);
 }
 
-/* One call of B = 1, D = 64, N = 100 with `heads` query and kv heads on
- * buf (4 tensors of heads x 100 x 64 fp16), optionally with a workspace. */
+/* B = 1, D = 64, N = 100 with `heads` query and kv heads on buf (4
+ * tensors of heads x 100 x 64 fp16), optionally with a workspace. */
+static void prep_params(sj_attention_params *p, char *buf, int heads, void *ws,
+                        size_t ws_size) {
+  sj_attention_params_init(p);
+  p->batch = 1;
+  p->heads_q = p->heads_kv = heads;
+  p->seq_q = p->seq_kv = 100;
+  p->head_dim = 64;
+  p->qk_quant = SJ_QUANT_PER_THREAD; /* Q fused into the attention kernel */
+  const size_t bytes = (size_t)heads * 100 * 64 * 2;
+  p->q = buf;
+  p->k = buf + bytes;
+  p->v = buf + 2 * bytes;
+  p->o = buf + 3 * bytes;
+  p->workspace = ws;
+  p->workspace_size = ws_size;
+}
 static sj_status prep_call(sj_context *ctx, char *buf, int heads, void *ws, size_t ws_size) {
   sj_attention_params p;
-  sj_attention_params_init(&p);
-  p.batch = 1;
-  p.heads_q = p.heads_kv = heads;
-  p.seq_q = p.seq_kv = 100;
-  p.head_dim = 64;
-  p.qk_quant = SJ_QUANT_PER_THREAD; /* Q fused into the attention kernel */
-  const size_t bytes = (size_t)heads * 100 * 64 * 2;
-  p.q = buf;
-  p.k = buf + bytes;
-  p.v = buf + 2 * bytes;
-  p.o = buf + 3 * bytes;
-  p.workspace = ws;
-  p.workspace_size = ws_size;
+  prep_params(&p, buf, heads, ws, ws_size);
   return sj_attention(ctx, &p, NULL);
 }
 
@@ -455,14 +459,7 @@ static void test_prep_launch(void **state) {
   /* A caller's workspace: the separate kv_finalize launch, and its bytes
    * left alone (a fold would need a memset per call) */
   sj_attention_params p;
-  sj_attention_params_init(&p);
-  p.batch = 1;
-  p.heads_q = p.heads_kv = 2;
-  p.seq_q = p.seq_kv = 100;
-  p.head_dim = 64;
-  p.qk_quant = SJ_QUANT_PER_THREAD;
-  p.q = p.k = p.v = buf;
-  p.o = buf + 3 * (size_t)HMAX * 100 * 64 * 2 - 2 * 100 * 64 * 2;
+  prep_params(&p, buf, 2, NULL, 0);
   size_t need_bytes = 0;
   assert_int_equal(sj_attention_workspace_size(ctx, &p, &need_bytes), SJ_OK);
   unsigned *ws = aligned_alloc(256, (need_bytes + 255) / 256 * 256);
