@@ -378,11 +378,19 @@ SJ_API sj_status sj_check(sj_context *ctx, const sj_check_case *c,
                           sj_check_result *out);
 
 /* Timing with CUDA events: `warmup` calls, then `iters` timed calls each of
- * the whole pipeline and of the attention kernel alone; medians. */
+ * the whole pipeline, of the attention kernel alone and of the
+ * preprocessing alone; medians.  By default the timed calls are queued back
+ * to back, each between its own pair of events, and synchronized once at
+ * the end: a call's time is its GPU time, the host's launch work overlapped
+ * by the previous call (the method of FlashAttention's and SageAttention's
+ * benchmarks).  With `sync_each` the host waits for every call before
+ * queuing the next, so each time also holds the host's launch latency (a
+ * call from an idle GPU). */
 typedef struct sj_bench_case {
   sj_attention_params params; /* pointers, strides, workspace ignored */
   int warmup;                 /* 0: 5 */
   int iters;                  /* 0: 20 */
+  int sync_each;              /* 0: back to back; 1: synchronize per call */
 } sj_bench_case;
 
 typedef struct sj_bench_result {

@@ -383,36 +383,68 @@ static double flops_of(const sj_attention_params *p) {
          pairs;
 }
 
-/* Times `iters` calls of sj_attention_run(parts) with events; medians. */
+/* Times `iters` calls of sj_attention_run(parts), each between its own two
+ * events; medians.  Back to back (sync_each 0), the host queues every call
+ * and its events before waiting once, so each call starts when the previous
+ * one ends and its time is GPU time; with sync_each it waits for each call,
+ * which then also times the host's launch latency from an idle GPU.  The
+ * first kernel of a part is never a programmatic dependent launch
+ * (run_call), so back-to-back calls do not overlap each other. */
 static sj_status time_parts(sj_context *ctx, const sj_attention_params *p,
-                            CUstream s, int parts, int iters, CUevent e0,
-                            CUevent e1, double *ms_out, double *host_us) {
+                            CUstream s, int parts, int iters, int sync_each,
+                            double *ms_out, double *host_us) {
+  const int nev = sync_each ? 2 : 2 * iters;
   double *ms = malloc((size_t)iters * sizeof *ms);
   double *hu = malloc((size_t)iters * sizeof *hu);
-  if (!ms || !hu) {
-    free(ms);
-    free(hu);
-    return sj_fail(ctx, SJ_ERR_OUT_OF_MEMORY, "out of memory");
-  }
+  CUevent *ev = calloc((size_t)nev, sizeof *ev);
   sj_status st = SJ_OK;
+  if (!ms || !hu || !ev)
+    st = sj_fail(ctx, SJ_ERR_OUT_OF_MEMORY, "out of memory");
+  for (int i = 0; i < nev && st == SJ_OK; i++)
+    st = cu_check(ctx, ctx->cu->EventCreate(&ev[i], CU_EVENT_DEFAULT), "event");
+  int queued = 0;
   for (int i = 0; i < iters && st == SJ_OK; i++) {
+    const CUevent e0 = ev[sync_each ? 0 : 2 * i];
+    const CUevent e1 = ev[sync_each ? 1 : 2 * i + 1];
     ctx->cu->EventRecord(e0, s);
     const double h0 = sj_now_ms();
     st = sj_attention_run(ctx, p, s, parts);
     hu[i] = (sj_now_ms() - h0) * 1e3;
     ctx->cu->EventRecord(e1, s);
-    if (st == SJ_OK)
+    if (st != SJ_OK)
+      break;
+    queued = i + 1;
+    if (sync_each) {
+      float t = 0;
       st = cu_check(ctx, ctx->cu->EventSynchronize(e1), "timing");
-    float t = 0;
+      if (st == SJ_OK)
+        st = cu_check(ctx, ctx->cu->EventElapsedTime(&t, e0, e1), "timing");
+      ms[i] = t;
+    }
+  }
+  if (!sync_each && queued > 0) {
+    /* Wait for what was queued even after a failure: the events must not
+     * be destroyed under pending work that records them. */
+    const sj_status sst =
+        cu_check(ctx, ctx->cu->EventSynchronize(ev[2 * queued - 1]), "timing");
     if (st == SJ_OK)
-      st = cu_check(ctx, ctx->cu->EventElapsedTime(&t, e0, e1), "timing");
-    ms[i] = t;
+      st = sst;
+    for (int i = 0; i < queued && st == SJ_OK; i++) {
+      float t = 0;
+      st = cu_check(ctx, ctx->cu->EventElapsedTime(&t, ev[2 * i], ev[2 * i + 1]),
+                    "timing");
+      ms[i] = t;
+    }
   }
   if (st == SJ_OK) {
     *ms_out = median(ms, iters);
     if (host_us)
       *host_us = median(hu, iters);
   }
+  for (int i = 0; ev && i < nev; i++)
+    if (ev[i])
+      ctx->cu->EventDestroy(ev[i]);
+  free(ev);
   free(ms);
   free(hu);
   return st;
@@ -430,6 +462,7 @@ sj_status sj_bench(sj_context *ctx, const sj_bench_case *bc,
     return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT, "sj_bench: bad sizes");
   const int warmup = bc->warmup > 0 ? bc->warmup : 5;
   const int iters = bc->iters > 0 ? bc->iters : 20;
+  const int sync = bc->sync_each != 0;
   memset(out, 0, sizeof *out);
   const sj_dtype dt = in->dtype == SJ_DTYPE_BF16 ? SJ_DTYPE_BF16 : SJ_DTYPE_FP16;
   const size_t nq = (size_t)(in->batch * in->heads_q * in->seq_q * in->head_dim);
@@ -437,7 +470,6 @@ sj_status sj_bench(sj_context *ctx, const sj_bench_case *bc,
   sj_status st = SJ_OK;
   dbuf dq = {0}, dk = {0}, dv = {0}, dout = {0};
   CUstream s = NULL;
-  CUevent e0 = NULL, e1 = NULL;
   /* One random block, tiled over each tensor: timings do not depend on
    * values repeating (every address is distinct), and filling gigabytes
    * from the host RNG would take longer than the benchmark. */
@@ -467,9 +499,7 @@ sj_status sj_bench(sj_context *ctx, const sj_bench_case *bc,
   if (st != SJ_OK)
     goto done;
   if ((st = cu_check(ctx, ctx->cu->StreamCreate(&s, CU_STREAM_NON_BLOCKING),
-                     "cuStreamCreate")) ||
-      (st = cu_check(ctx, ctx->cu->EventCreate(&e0, CU_EVENT_DEFAULT), "event")) ||
-      (st = cu_check(ctx, ctx->cu->EventCreate(&e1, CU_EVENT_DEFAULT), "event")))
+                     "cuStreamCreate")))
     goto done;
   {
     sj_attention_params p = *in;
@@ -490,11 +520,13 @@ sj_status sj_bench(sj_context *ctx, const sj_bench_case *bc,
     if (st == SJ_OK)
       st = cu_check(ctx, ctx->cu->StreamSynchronize(s), "warm-up");
     if (st == SJ_OK)
-      st = time_parts(ctx, &p, s, all, iters, e0, e1, &out->e2e_ms, &out->host_us);
+      st = time_parts(ctx, &p, s, all, iters, sync, &out->e2e_ms,
+                      &out->host_us);
     if (st == SJ_OK)
-      st = time_parts(ctx, &p, s, SJ_PART_ATTN, iters, e0, e1, &out->attn_ms, NULL);
+      st = time_parts(ctx, &p, s, SJ_PART_ATTN, iters, sync, &out->attn_ms,
+                      NULL);
     if (st == SJ_OK)
-      st = time_parts(ctx, &p, s, SJ_PART_PRE, iters, e0, e1, &out->preprocess_ms,
+      st = time_parts(ctx, &p, s, SJ_PART_PRE, iters, sync, &out->preprocess_ms,
                       NULL);
     if (st == SJ_OK) {
       out->flops = flops_of(&p);
@@ -505,10 +537,6 @@ sj_status sj_bench(sj_context *ctx, const sj_bench_case *bc,
 done:
   if (s)
     ctx->cu->StreamSynchronize(s);
-  if (e0)
-    ctx->cu->EventDestroy(e0);
-  if (e1)
-    ctx->cu->EventDestroy(e1);
   dfree(ctx, &dq);
   dfree(ctx, &dk);
   dfree(ctx, &dv);

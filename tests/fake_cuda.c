@@ -17,7 +17,11 @@
  * fake_cuda_grid(i) that of launch i since the last reset (the first 64);
  * fake_cuda_memsets() counts cuMemsetD32Async calls since the last reset
  * and gives the latest one's size in words.  FAKE_CUDA_CAPTURING=1: every
- * stream reports an active graph capture.
+ * stream reports an active graph capture.  Events are real allocations
+ * (a leak or a double destroy shows under the sanitizers); an event records
+ * the launch count, and the time between two events is the number of
+ * launches between them, in "milliseconds"; fake_cuda_events() gives the
+ * events alive and the cuEventSynchronize calls since the last reset.
  */
 #include <cuda.h>
 #include <pthread.h>
@@ -32,16 +36,21 @@ void fake_cuda_reset(void);
 void fake_cuda_last_grid(unsigned *gx, unsigned *gy, unsigned *gz);
 int fake_cuda_grid(int i, unsigned *gx, unsigned *gy, unsigned *gz);
 void fake_cuda_memsets(int *n, size_t *last_words);
+void fake_cuda_events(int *live, int *syncs);
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_t g_loaders[FAKE_MAX_THREADS];
 static int g_n_loaders, g_loads, g_launches, g_live_loads, g_max_live_loads;
-static int g_ctx_token, g_stream_token, g_event_token;
+static int g_ctx_token, g_stream_token;
 static unsigned g_grid[3];
 #define FAKE_MAX_GRIDS 64
 static unsigned g_grids[FAKE_MAX_GRIDS][3];
 static int g_memsets;
 static size_t g_memset_words;
+static int g_events_live, g_event_syncs;
+typedef struct fake_event {
+  int stamp; /* g_launches when last recorded */
+} fake_event;
 
 /* Distinct threads that loaded a module, modules loaded, launches, and the
  * most module loads that were in flight at once. */
@@ -78,9 +87,16 @@ void fake_cuda_memsets(int *n, size_t *last_words) {
   *last_words = g_memset_words;
   pthread_mutex_unlock(&g_lock);
 }
+void fake_cuda_events(int *live, int *syncs) {
+  pthread_mutex_lock(&g_lock);
+  *live = g_events_live;
+  *syncs = g_event_syncs;
+  pthread_mutex_unlock(&g_lock);
+}
 void fake_cuda_reset(void) {
   pthread_mutex_lock(&g_lock);
   g_n_loaders = g_loads = g_launches = g_max_live_loads = 0;
+  g_event_syncs = 0;
   g_memsets = 0;
   g_memset_words = 0;
   pthread_mutex_unlock(&g_lock);
@@ -309,24 +325,45 @@ CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *st) {
 }
 CUresult cuEventCreate(CUevent *e, unsigned flags) {
   (void)flags;
-  *e = (CUevent)&g_event_token;
+  fake_event *ev = calloc(1, sizeof *ev);
+  if (!ev)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  pthread_mutex_lock(&g_lock);
+  g_events_live++;
+  pthread_mutex_unlock(&g_lock);
+  *e = (CUevent)ev;
   return CUDA_SUCCESS;
 }
 CUresult cuEventDestroy_v2(CUevent e) {
-  (void)e;
+  if (!e)
+    return CUDA_ERROR_INVALID_HANDLE;
+  pthread_mutex_lock(&g_lock);
+  g_events_live--;
+  pthread_mutex_unlock(&g_lock);
+  free(e);
   return CUDA_SUCCESS;
 }
 CUresult cuEventRecord(CUevent e, CUstream s) {
-  (void)e, (void)s;
+  (void)s;
+  if (!e)
+    return CUDA_ERROR_INVALID_HANDLE;
+  pthread_mutex_lock(&g_lock);
+  ((fake_event *)e)->stamp = g_launches;
+  pthread_mutex_unlock(&g_lock);
   return CUDA_SUCCESS;
 }
 CUresult cuEventSynchronize(CUevent e) {
-  (void)e;
+  if (!e)
+    return CUDA_ERROR_INVALID_HANDLE;
+  pthread_mutex_lock(&g_lock);
+  g_event_syncs++;
+  pthread_mutex_unlock(&g_lock);
   return CUDA_SUCCESS;
 }
 CUresult cuEventElapsedTime_v2(float *ms, CUevent a, CUevent b) {
-  (void)a, (void)b;
-  *ms = 0.f;
+  if (!a || !b)
+    return CUDA_ERROR_INVALID_HANDLE;
+  *ms = (float)(((fake_event *)b)->stamp - ((fake_event *)a)->stamp);
   return CUDA_SUCCESS;
 }
 CUresult cuGetErrorString(CUresult r, const char **s) {

@@ -27,6 +27,9 @@
  *    keep the kv_finalize launch (and need no memset).
  *  - kv_stats' grid is one wave of the CTAs that fit: three per
  *    multiprocessor on sm_90, two on sm_89's 100 KB of shared memory.
+ *  - sj_bench pairs each timed call with its own two events: queued back
+ *    to back it waits once per part, with sync_each once per call, and
+ *    it destroys every event it made.
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -54,6 +57,7 @@ static void (*g_reset)(void);
 static void (*g_last_grid)(unsigned *, unsigned *, unsigned *);
 static int (*g_grid_at)(int, unsigned *, unsigned *, unsigned *);
 static void (*g_memsets)(int *, size_t *);
+static void (*g_events)(int *, int *);
 static char g_dir[512];
 static void *g_buf; /* q, k, v and o of every call (never read) */
 
@@ -495,6 +499,47 @@ static void test_prep_launch(void **state) {
   free(buf);
 }
 
+/* sj_bench on the fake driver, whose events time the launches between
+ * them: a whole call is kv_stats (with the fold), the quantizer and the
+ * attention kernel, so e2e 3, preprocessing 2 and attention 1 "ms" in
+ * both modes; a pairing of one call's start with another call's end would
+ * read a multiple.  Back to back waits on one event per part, sync_each
+ * on every call's end. */
+static void test_bench_timing(void **state) {
+  (void)state;
+  need();
+  if (!g_events)
+    skip();
+  char dir[600];
+  cache_dir(dir, sizeof dir, "prep"); /* test_prep_launch's kernels */
+  sj_context *ctx = make_ctx(dir);
+  enum { ITERS = 7 };
+  for (int sync = 0; sync < 2; sync++) {
+    sj_bench_case c;
+    memset(&c, 0, sizeof c);
+    prep_params(&c.params, g_buf, 2, NULL, 0); /* pointers ignored */
+    c.warmup = 2;
+    c.iters = ITERS;
+    c.sync_each = sync;
+    sj_bench_result r;
+    memset(&r, 0, sizeof r);
+    g_reset();
+    const sj_status st = sj_bench(ctx, &c, &r);
+    if (st != SJ_OK)
+      fail_msg("sync_each %d: %s (%s)", sync, sj_status_name(st), sj_context_last_error(ctx));
+    int live = -1, syncs = -1;
+    g_events(&live, &syncs);
+    assert_int_equal(live, 0);
+    assert_int_equal(syncs, sync ? 3 * ITERS : 3);
+    assert_true(r.e2e_ms == 3.0);
+    assert_true(r.preprocess_ms == 2.0);
+    assert_true(r.attn_ms == 1.0);
+    assert_true(r.host_us > 0);
+    assert_true(r.flops == 4.0 * 2 * 100 * 100 * 64);
+  }
+  sj_context_destroy(ctx);
+}
+
 /* kv_stats' grid: one wave of its CTAs, three per multiprocessor where
  * the shared memory holds three of their 48 KB, two on the 100 KB parts.
  * B = 4, 32 kv heads (128 heads), 1024 keys, on the fake's 132
@@ -566,6 +611,7 @@ int main(void) {
     *(void **)&g_last_grid = dlsym(lib, "fake_cuda_last_grid");
     *(void **)&g_grid_at = dlsym(lib, "fake_cuda_grid");
     *(void **)&g_memsets = dlsym(lib, "fake_cuda_memsets");
+    *(void **)&g_events = dlsym(lib, "fake_cuda_events");
     if (!g_reset)
       g_counters = NULL;
   }
@@ -577,6 +623,7 @@ int main(void) {
       cmocka_unit_test(test_heads_first_budget),
       cmocka_unit_test(test_prep_launch),
       cmocka_unit_test(test_stats_wave),
+      cmocka_unit_test(test_bench_timing),
   };
   int rc = cmocka_run_group_tests(tests, setup, teardown);
   if (lib)

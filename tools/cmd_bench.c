@@ -21,7 +21,7 @@ typedef struct bench_opts {
   cli_common common;
   const char *head_dim, *seq, *causal, *dtype, *family, *quant, *accum;
   long long batch, heads, heads_kv, iters, warmup, device;
-  int first_call, child;
+  int first_call, child, sync_each;
 } bench_opts;
 
 static const cli_opt k_opts[] = {
@@ -51,6 +51,10 @@ static const cli_opt k_opts[] = {
             "timed calls per shape (default 20)"),
     CLI_OPT("warmup", 0, CLI_OPT_INT, bench_opts, warmup, "N",
             "untimed calls first (default 5)"),
+    CLI_OPT("sync-each", 0, CLI_OPT_FLAG, bench_opts, sync_each, NULL,
+            "wait for each timed call before queuing the next, so that its "
+            "time includes the host's launch latency (default: calls back to "
+            "back, GPU time)"),
     CLI_OPT("first-call", 0, CLI_OPT_FLAG, bench_opts, first_call, NULL,
             "measure the first-call latency of a new process instead, with "
             "an empty and with a warm cache, and the host time per call "
@@ -67,10 +71,12 @@ static const cli_command k_cmd = {
              "       [--heads-kv N] [--causal LIST] [--dtype LIST] "
              "[--family LIST]\n"
              "       [--quant LIST] [--accum LIST] [--iters N] [--warmup N]\n"
-             "       [--first-call] [--device N] [--json]",
+             "       [--sync-each] [--first-call] [--device N] [--json]",
     "Times sagejit on the GPU with CUDA events, for every combination of the\n"
     "lists: attention-kernel TOPS, end-to-end TOPS (quantization included),\n"
-    "preprocessing ms and host microseconds per call (medians).  Needs a "
+    "preprocessing ms and host microseconds per call (medians).  The timed\n"
+    "calls are queued back to back, each between its own events (GPU time);\n"
+    "--sync-each waits for every call (host launch latency included).  Needs a "
     "CUDA GPU.",
     "JSON: {\"results\": [{\"batch\", \"heads_q\", \"heads_kv\", \"seq\", "
     "\"head_dim\",\n"
@@ -190,12 +196,14 @@ static int run_matrix(const bench_opts *o, const axes *a) {
   cj_init(&j);
   cj_obj_begin(&j, NULL);
   cj_str(&j, "target", sj_context_target(ctx));
+  cj_str(&j, "timing", o->sync_each ? "sync_each" : "back_to_back");
   cj_arr_begin(&j, "results");
   if (!o->common.json) {
     printf("sagejit bench on %s: B=%lld Hq=%lld Hkv=%lld, %d warmup, %d "
-           "timed calls (medians)\n",
+           "timed calls (medians, %s)\n",
            sj_context_target(ctx), o->batch, o->heads, o->heads_kv,
-           o->warmup ? (int)o->warmup : 5, o->iters ? (int)o->iters : 20);
+           o->warmup ? (int)o->warmup : 5, o->iters ? (int)o->iters : 20,
+           o->sync_each ? "each call synchronized" : "back to back");
     printf("%6s %4s %6s %-5s %-7s %-21s %10s %10s %10s %9s\n", "seq", "dim",
            "causal", "dtype", "family", "quant/accum", "attn TOPS",
            "e2e TOPS", "prep ms", "host us");
@@ -219,6 +227,7 @@ static int run_matrix(const bench_opts *o, const axes *a) {
                             a->accs[ai]);
                 c.warmup = (int)o->warmup;
                 c.iters = (int)o->iters;
+                c.sync_each = o->sync_each;
                 const sj_family fam = a->fams[fi] == SJ_FAMILY_AUTO
                                           ? ctx_family
                                           : a->fams[fi];
@@ -306,6 +315,7 @@ static int first_call_child(const bench_opts *o, const axes *a) {
               a->fams[0], a->qs[0], a->accs[0]);
   c.warmup = 1;
   c.iters = 1;
+  c.sync_each = 1; /* a first call starts from an idle GPU */
   sj_bench_result r1, r2, r3;
   st = sj_bench(ctx, &c, &r1);
   const double t2 = cli_now_ms();

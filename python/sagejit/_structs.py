@@ -250,6 +250,7 @@ class SjBenchCase(Structure):
         ("params", SjAttentionParams),
         ("warmup", c_int),
         ("iters", c_int),
+        ("sync_each", c_int),
     ]
 
 
