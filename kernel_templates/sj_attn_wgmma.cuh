@@ -503,10 +503,18 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
   auto tile_rows = [&]() {
     TileRows r;
     r.k_row = (int)k8_row0(G, sk, b, hk);
-    // v8: channel row and first column of this (b, kv head)
-    const i64 vb = v8_base(G, sk, b, hk, D), vp = v8_pitch(G);
-    r.v_row = (int)(vb / vp);
-    r.v_col = (int)(vb % vp);
+    // v8: channel row and first column of this (b, kv head).  Dense: the
+    // head's D rows from column 0, without a 64-bit division (with one
+    // stage, where thread 0 refills inside the loop, the extra branch cost
+    // solo split V 20-76 bytes of spills: the division stays there).
+    if (STAGES > 1 && !G.cu_kv) {
+      r.v_row = (int)(bhk * D);
+      r.v_col = 0;
+    } else {
+      const i64 vb = v8_base(G, sk, b, hk, D), vp = v8_pitch(G);
+      r.v_row = (int)(vb / vp);
+      r.v_col = (int)(vb % vp);
+    }
     r.v_lo_row = r.v_row + (int)v8_rows(G, D); // the residual's rows
     return r;
   };

@@ -151,11 +151,14 @@ __device__ __forceinline__ void fq_load(const sj_attn_args &a, const Seq &sq, in
 #pragma unroll
   for (int k = 0; k < RPT; k++) {
     const int row = row0 + g + 8 * k;
+    // one row pointer, then a constant offset per load
+    const u8 *rp = src + (i64)row * a.q_sn * 2 + t * 16;
+    const bool in = row < sq.len;
 #pragma unroll
     for (int i = 0; i < D / 32; i++) {
       raw[k][i].x = raw[k][i].y = raw[k][i].z = raw[k][i].w = 0u;
-      if (row < sq.len)
-        raw[k][i] = ld_global16(src + (i64)row * a.q_sn * 2 + (i * 4 + t) * 16);
+      if (in)
+        raw[k][i] = ld_global16(rp + i * 64);
     }
   }
 }
