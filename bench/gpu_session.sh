@@ -2,7 +2,7 @@
 # bench/gpu_session.sh BUILD STEP... -- one device session: GPU tests, the CLI
 # self-check, benchmarks and baselines, each step logged under $OUT.
 # Steps: info test varlen faults check bench tune3 sdpa firstcall sanitize
-# splitcheck splitbench splitlong autobench autolong sa2 ...
+# splitcheck splitbench splitlong autobench autolong sa2 timeline ...
 set -u
 build=${1:?build dir}; shift
 export LD_LIBRARY_PATH=$PWD/$build/gpu-libs:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -142,6 +142,15 @@ for step in "$@"; do
       timeout 200 build-sa2/bin/sa2_mma_bench --head-dim 128,64 --causal 0,1 >> "$OUT/sa2.log" 2>&1
       timeout 300 $cli bench --family fp16pv,fp8pv --accum fp32,fp32+fp16,fp32+fp32,pvi8 --head-dim 128,64 --causal 0,1 --no-progress 2>&1 | grep -E "^ +[0-9]" >> "$OUT/sa2.log"
       echo "sa2 done"; cut -c1-160 "$OUT/sa2.log" | grep -v "^check" ;;
+    timeline)
+      # the wgmma kernel's per-CTA timeline (bench/timeline; the output of
+      # these instrumented kernels is wrong, so never with other steps' cache)
+      python3 bench/timeline/make_templates.py kernel_templates /tmp/sj-timeline-tpl &&
+        SAGEJIT_TEMPLATE_DIR=/tmp/sj-timeline-tpl SAGEJIT_PDL=0 \
+        SAGEJIT_CACHE_DIR=$PWD/$build/test-cache/timeline \
+        SAGEJIT_LIBRARY=$PWD/$build/libsagejit.so PYTHONPATH=$PWD/python \
+        timeout 300 python3 bench/timeline/cta_timeline.py --csv "$OUT" > "$OUT/timeline.log" 2>&1
+      echo "timeline rc=$?"; cat "$OUT/timeline.log" ;;
     *) echo "unknown step $step" ;;
   esac
 done
