@@ -18,15 +18,16 @@
 //     than the source order: bench/NOTES.md).  Every
 //     consumer thread arrives on a stage's `empty` barrier once its P.V has
 //     completed, which frees the stage for the producer.
-// With NC = 0 ("solo": D = 64, and D = 128 calls of at most 8192 keys,
+// With NC = 0 ("solo": D = 64, and D = 128 calls of at most 16384 keys,
 // runtime/spec.c) the CTA is one warpgroup of 64 rows with no producer:
-// its thread 0 issues the copies, refilling a stage once every thread
-// has arrived on its `empty` barrier (with two or more stages, right after
-// the next tile's Q.K^T is issued, so that neither the wait nor the copy
-// holds the warpgroup's next wgmma back), and the tiles run one at a
-// time (no Q.K^T ahead), in at most 168 registers (128 at D = 64): three
-// or more CTAs share a multiprocessor, and each one's prologue and
-// epilogue hide under the others' loops.
+// its thread 0 issues the first tile's copies at entry and the other
+// stages' once that tile's Q.K^T is issued, refilling a stage once every
+// thread has arrived on its `empty` barrier (with two or more stages,
+// right after the next tile's Q.K^T is issued, so that neither the wait
+// nor the copy holds the warpgroup's next wgmma back), and the tiles run
+// one at a time (no Q.K^T ahead), in at most 168 registers (128 at
+// D = 64): three or more CTAs share a multiprocessor, and each one's
+// prologue and epilogue hide under the others' loops.
 // The S accumulator of a warp has the mma.m16n8 layout (lane (g, t) holds
 // keys 8j + 2t, 8j + 2t + 1 of rows g and g + 8), and the e4m3 A fragment
 // of wgmma k32 the mma.m16n8k32 layout, so the V permutation of sj_quant.cuh
@@ -567,10 +568,15 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
   TileRows solo_rows{};
   if (SOLO) {
     solo_rows = tile_rows();
+    // Only the first tile here: the others follow once its Q.K^T is
+    // issued (below).  A wave's CTAs start together, three per
+    // multiprocessor, and each one's whole set of stages in flight at
+    // once held up the one tile the first Q.K^T needs (+0.3-1 % at
+    // D = 128; bench/NOTES.md, p16).
     if (threadIdx.x == 0) {
       load_head();
-      for (int j = 0; j < min(n_tiles, STAGES); j++)
-        load_tile(solo_rows, j);
+      if (n_tiles > 0)
+        load_tile(solo_rows, 0);
     }
   } else if (threadIdx.x < 128) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
@@ -928,6 +934,9 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
   };
   if (n_tiles > 0) {
     qk_start(0, 0);
+    if (SOLO && threadIdx.x == 0) // the solo CTA's other stages (above)
+      for (int j = 1; j < min(n_tiles, STAGES); j++)
+        load_tile(solo_rows, j);
     qk_done();
     if constexpr (SOLO) {
       // One tile at a time (the registers of three CTAs per
