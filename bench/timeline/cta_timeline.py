@@ -7,12 +7,17 @@ Run with SAGEJIT_TEMPLATE_DIR naming templates made by make_templates.py
   python3 bench/timeline/make_templates.py kernel_templates /tmp/tl
   SAGEJIT_TEMPLATE_DIR=/tmp/tl SAGEJIT_PDL=0 python3 bench/timeline/cta_timeline.py \
       --shapes 128:1024:0,128:4096:0 [--csv OUTDIR]
+  python3 bench/timeline/cta_timeline.py --from-csv OUTDIR/timeline_D128_N1024_c0.csv --slots 396
 
 SAGEJIT_PDL=0 times the attention kernel alone (with programmatic dependent
 launch its CTAs start under the quantizer and wait).  Per shape it prints one
 JSON line: the span from the first CTA's entry to the last CTA's store, the
-fraction of CTA-slots busy over it, CTA durations (p10 / p50 / p90, µs) split
-into prologue (entry to the first Q.K^T done), loop and epilogue, the
+fraction of CTA-slots busy over it, and how the slots' time splits into
+loops, prologues and epilogues, and idle (slot_frac); CTA durations (p10 /
+p50 / p90, µs) split into prologue (entry to the first Q.K^T done), loop and
+epilogue; each CTA's loop time against how many of its multiprocessor's
+other CTAs were in their loops meanwhile (loop_by_neighbours: a
+multiprocessor far from saturated shows one loop time throughout); the
 prologue's steps (medians since entry), and the first wave against the rest.
 It reads every 64th output row: solo CTAs (64 rows; the default at D = 64,
 and at D = 128 up to 16K keys); two-consumer CTAs stamp every 128th row.
@@ -32,6 +37,33 @@ def _q(xs):
     if not s:
         return [None, None, None]
     return [round(s[len(s) // 10], 2), round(s[len(s) // 2], 2), round(s[(9 * len(s)) // 10], 2)]
+
+
+def _loop_by_neighbours(entry, pro, loop, sm, groups=5):
+    """Each CTA's loop (first Q.K^T done to the loop's end) against how many
+    other CTAs of its multiprocessor were in their loops meanwhile, on
+    average: CTAs sorted by that number, in `groups` equal slices, each
+    [mean number, median loop us].  A loop whose speed did not depend on
+    its neighbours gives one loop time in every slice."""
+    by_sm = {}
+    for i, s in enumerate(sm):
+        by_sm.setdefault(s, []).append(i)
+    pairs = []
+    for idx in by_sm.values():
+        for i in idx:
+            a, b = pro[i], loop[i]
+            if b <= a:
+                continue
+            over = sum(max(0.0, min(b, loop[j]) - max(a, pro[j])) for j in idx if j != i)
+            pairs.append((over / (b - a), b - a))
+    pairs.sort()
+    n, out = len(pairs), []
+    g = min(groups, n)
+    for k in range(g):
+        part = pairs[k * n // g:(k + 1) * n // g]
+        out.append([round(sum(p[0] for p in part) / len(part), 2),
+                    round(sorted(p[1] for p in part)[len(part) // 2], 2)])
+    return out
 
 
 def summarize(words, slots):
@@ -62,6 +94,16 @@ def summarize(words, slots):
         "prologue_us": _q([p - e for p, e in zip(pro, entry)]),
         "loop_us": _q([l - p for l, p in zip(loop, pro)]),
         "epilogue_us": _q([x - l for x, l in zip(end, loop)]),
+        # the slots' time (span x slots): a CTA in its loop, in its
+        # prologue or epilogue, or none (bench/NOTES.md, the slots row)
+        "slot_frac": {
+            "loop": round(sum(l - p for l, p in zip(loop, pro)) / (span * slots), 3),
+            "prologue_epilogue": round(
+                sum((p - e) + (x - l) for e, p, l, x in zip(entry, pro, loop, end))
+                / (span * slots), 3),
+            "idle": round(1 - busy / (span * slots), 3),
+        } if span > 0 else None,
+        "loop_by_neighbours": _loop_by_neighbours(entry, pro, loop, [w[4] for w in words]),
         "first_wave_cta_us": _q([end[i] - entry[i] for i in first]),
         "rest_cta_us": _q([end[i] - entry[i] for i in rest]),
         "steps_since_entry_us": {
@@ -81,7 +123,15 @@ def main():
     ap.add_argument("--slots", type=int, default=0,
                     help="CTAs resident at once (default 3 per multiprocessor)")
     ap.add_argument("--csv", default="", help="a folder for one CSV per shape")
+    ap.add_argument("--from-csv", default="", metavar="FILE",
+                    help="summarize a CSV written by --csv (no GPU; give --slots)")
     args = ap.parse_args()
+    if args.from_csv:
+        with open(args.from_csv) as f:
+            rows = [line.strip().split(",") for line in f][1:]
+        words = [[int(x) for x in r] + [0] * (16 - len(r)) for r in rows if r and r[0]]
+        print(json.dumps(summarize(words, args.slots or 396)), flush=True)
+        return 0
     import torch
     import sagejit
     slots = args.slots or 3 * torch.cuda.get_device_properties(0).multi_processor_count

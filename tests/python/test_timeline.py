@@ -1,6 +1,6 @@
 """bench/timeline: the per-CTA timeline tools of bench/NOTES.md.  On any
-machine: summarize()'s arithmetic on a made-up timeline whose clock wraps,
-and make_templates.py still matching kernel_templates/ and its instrumented
+machine: summarize()'s arithmetic on made-up timelines (a clock that wraps,
+co-resident CTAs' loops, a CSV read back), and make_templates.py still matching kernel_templates/ and its instrumented
 wgmma kernel compiling (NVRTC, compile-only, no GPU)."""
 
 import importlib.util
@@ -50,6 +50,37 @@ def test_summarize_wrapping_clock():
     assert r["rest_cta_us"][0] == 5.0
     assert r["steps_since_entry_us"]["sync"] == 0.1
     assert r["steps_since_entry_us"]["k0_wait"] == 0.7
+    # loops 4 x 7 + 2 us, prologues and epilogues 5 x 3 us, of 2 x 25
+    assert r["slot_frac"] == {"loop": 0.6, "prologue_epilogue": 0.3, "idle": 0.1}
+    # one CTA per multiprocessor at a time: no neighbours
+    assert [g[0] for g in r["loop_by_neighbours"]] == [0.0] * 5
+
+
+def test_loop_by_neighbours():
+    """Three CTAs on one multiprocessor: A's loop 2-9 us, B's 7-14 (entry
+    5), C's 11-13 (entry 10, 4 us long).  A shares 2 of its 7 us with B's
+    loop, B 2 with A and 2 with C, C its whole 2 with B."""
+    tl = _module("cta_timeline")
+    words = [_cta(0, 0), _cta(5000, 1), _cta(10000, 2, length=4000, prologue=1000)]
+    r = tl.summarize(words, slots=3)
+    assert r["loop_by_neighbours"] == [[0.29, 7.0], [0.57, 7.0], [1.0, 2.0]]
+    # loops 16 us, prologues and epilogues 3 + 3 + 2 us, of 3 slots x 15 us
+    assert r["slot_frac"] == {"loop": round(16 / 45, 3), "prologue_epilogue": round(8 / 45, 3),
+                              "idle": round(1 - 24 / 45, 3)}
+
+
+def test_summary_from_csv(tmp_path):
+    """--from-csv re-reads what --csv wrote (the first 15 words per CTA)."""
+    tl = _module("cta_timeline")
+    words = [_cta(MASK - 99 + 3000 * i, i, sm=i % 2) for i in range(6)]
+    csv = tmp_path / "t.csv"
+    csv.write_text("header\n" + "".join(",".join(str(x) for x in w[:15]) + "\n" for w in words))
+    out = run_python(
+        "import runpy, sys; sys.argv = ['cta_timeline.py', '--from-csv', %r, '--slots', '2']; "
+        "runpy.run_path(%r, run_name='__main__')" % (str(csv), str(TIMELINE / "cta_timeline.py")),
+        {})
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == tl.summarize(words, 2)
 
 
 def test_timeline_templates_compile(tmp_path):
