@@ -1,7 +1,8 @@
 """bench/timeline: the per-CTA timeline tools of bench/NOTES.md.  On any
 machine: summarize()'s arithmetic on made-up timelines (a clock that wraps,
-co-resident CTAs' loops, a CSV read back), and make_templates.py still matching kernel_templates/ and its instrumented
-wgmma kernel compiling (NVRTC, compile-only, no GPU)."""
+co-resident CTAs' loops, a CSV read back), and make_templates.py still
+matching kernel_templates/ and its instrumented wgmma kernel compiling
+(NVRTC, compile-only, no GPU)."""
 
 import importlib.util
 import json
