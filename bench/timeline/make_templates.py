@@ -11,8 +11,8 @@ of its first output row with 16 u32 words, so the output is wrong there:
   0 entry   1 first Q.K^T done   2 loop done   3 before the O store
   4 %smid   5-7 blockIdx.x/y/z
   8-14 thread 0 after: the barrier set-up's __syncthreads, pdl_wait, its
-       copies issued (solo CTAs), the fused Q, the ones block's sync, the
-       q_full wait, the first K tile's wait
+       first tile's copies issued (solo CTAs), the fused Q, the ones block's
+       sync, the q_full wait, the first K tile's wait
 
 All are the low 32 bits of %globaltimer (ns).  Stamps 8-14 go through the
 fused-Q scale scratch (RED_OFF), so per_block Q is not supported; the default
@@ -69,10 +69,10 @@ rep('''  __syncthreads();
   if (threadIdx.x == 0)
     tl_w[1] = tl_now();
 ''')
-rep('''      for (int j = 0; j < min(n_tiles, STAGES); j++)
-        load_tile(solo_rows, j);
-    }''', '''      for (int j = 0; j < min(n_tiles, STAGES); j++)
-        load_tile(solo_rows, j);
+rep('''      if (n_tiles > 0)
+        load_tile(solo_rows, 0);
+    }''', '''      if (n_tiles > 0)
+        load_tile(solo_rows, 0);
       tl_w[2] = tl_now();
     }''')
 rep('''                                        (float *)(smem + S::RED_OFF));''',
@@ -89,13 +89,14 @@ rep('''  consumer_sync<NC>();
   if (threadIdx.x == 0)
     tl_w[5] = tl_now();''')
 rep('''  if (n_tiles > 0) {
-    qk_start(0, 0);
-    qk_done();''', '''  u32 tl_p = 0, tl_l = 0;
+    qk_start(0, 0);''', '''  u32 tl_p = 0, tl_l = 0;
   if (n_tiles > 0) {
     mbar_wait(SJ_K_FULL(0), 0);
     if (threadIdx.x == 0)
       tl_w[6] = tl_now();
-    qk_start(0, 0);
+    qk_start(0, 0);''')
+rep('''        load_tile(solo_rows, j);
+    qk_done();''', '''        load_tile(solo_rows, j);
     qk_done();
     tl_p = tl_now();''')
 rep('''  // ---- epilogue: normalize, undo V scaling, stage, store whole rows
