@@ -7,7 +7,7 @@ Run with SAGEJIT_TEMPLATE_DIR naming templates made by make_templates.py
   python3 bench/timeline/make_templates.py kernel_templates /tmp/tl
   SAGEJIT_TEMPLATE_DIR=/tmp/tl SAGEJIT_PDL=0 python3 bench/timeline/cta_timeline.py \
       --shapes 128:1024:0,128:4096:0 [--csv OUTDIR]
-  python3 bench/timeline/cta_timeline.py --from-csv OUTDIR/timeline_D128_N1024_c0.csv --slots 396
+  python3 bench/timeline/cta_timeline.py --from-csv OUTDIR/timeline_D128_N1024_c0.csv
 
 SAGEJIT_PDL=0 times the attention kernel alone (with programmatic dependent
 launch its CTAs start under the quantizer and wait).  Per shape it prints one
@@ -124,13 +124,15 @@ def main():
                     help="CTAs resident at once (default 3 per multiprocessor)")
     ap.add_argument("--csv", default="", help="a folder for one CSV per shape")
     ap.add_argument("--from-csv", default="", metavar="FILE",
-                    help="summarize a CSV written by --csv (no GPU; give --slots)")
+                    help="summarize a CSV written by --csv (no GPU; --slots defaults "
+                         "to 3 per multiprocessor seen in it)")
     args = ap.parse_args()
     if args.from_csv:
         with open(args.from_csv) as f:
             rows = [line.strip().split(",") for line in f][1:]
         words = [[int(x) for x in r] + [0] * (16 - len(r)) for r in rows if r and r[0]]
-        print(json.dumps(summarize(words, args.slots or 396)), flush=True)
+        slots = args.slots or 3 * len({w[4] for w in words})
+        print(json.dumps(summarize(words, slots)), flush=True)
         return 0
     import torch
     import sagejit

@@ -82,6 +82,14 @@ def test_summary_from_csv(tmp_path):
         {})
     assert out.returncode == 0, out.stdout + out.stderr
     assert json.loads(out.stdout.strip().splitlines()[-1]) == tl.summarize(words, 2)
+    # without --slots: three per multiprocessor seen (two here), as the
+    # live path's three per multiprocessor of the device
+    out = run_python(
+        "import runpy, sys; sys.argv = ['cta_timeline.py', '--from-csv', %r]; "
+        "runpy.run_path(%r, run_name='__main__')" % (str(csv), str(TIMELINE / "cta_timeline.py")),
+        {})
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == tl.summarize(words, 6)
 
 
 def test_timeline_templates_compile(tmp_path):
