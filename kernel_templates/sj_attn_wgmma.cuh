@@ -404,8 +404,11 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
   constexpr int CH = S::CH, NCH = S::NCH;
   constexpr int NS = BN / 8;        // n8 column groups of S
   // Channels per P.V wgmma: the whole head up to 128; at D = 256, 64 (O,
-  // S and the tile accumulator must share 240 registers).
-  constexpr int DC = D < 128 ? D : (D == 256 ? 64 : 128);
+  // S and the tile accumulator must share 240 registers); solo 64-key
+  // tiles at D = 128 take 64 too, so that the tile accumulator needs no
+  // more registers than S (32) and the CTA fits 128: four per
+  // multiprocessor (solo_ctas below).
+  constexpr int DC = D < 128 ? D : (D == 256 || (SOLO && D == 128 && BN == 64) ? 64 : 128);
   constexpr int NDC = D / DC;
   constexpr int KB = BN / BLK_K;    // K scale blocks per tile
   // Only two-level accumulation: the tensor core's e4m3 accumulator keeps
@@ -1047,12 +1050,22 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
 #endif // __CUDA_ARCH_FEAT_SM90_ALL
 }
 
-// The split V body of a solo pvi8+splitv kernel at D = 128 with 128-key
-// tiles keeps one stage fewer than the pvi8 body, so that three CTAs fit
-// a multiprocessor (the pvi8 body's two stages, 76760 bytes, are the
-// larger; runtime/spec.c sizes the launch the same way).
+// The split V body of a solo pvi8+splitv kernel at D = 128 keeps one
+// stage fewer than the pvi8 body, so that three CTAs (128-key tiles) or
+// four (64-key tiles) fit a multiprocessor (the pvi8 body's two stages,
+// 76760 or 43992 bytes, are the larger; runtime/spec.c sizes the launch
+// the same way).
 __host__ __device__ constexpr int solo_split_stages(int d, int bn, int stages, int nc) {
-  return nc == 0 && d == 128 && bn == 128 && stages > 1 ? stages - 1 : stages;
+  return nc == 0 && d == 128 && stages > 1 ? stages - 1 : stages;
+}
+
+// Solo CTAs per multiprocessor that the launch bounds ask for: four at
+// D = 128 with 64-key tiles (the short causal route, sj_plan_short; P.V
+// in 64-channel chunks, 128 registers), else three.  Four against three
+// of the same tiles: causal 1K attention +8 % (H200; bench/NOTES.md,
+// w25); 128-key tiles at D = 128 need 168 registers.
+__host__ __device__ constexpr int solo_ctas(int d, int bn) {
+  return d == 128 && bn == 64 ? 4 : 3;
 }
 
 // BN: keys per KV tile (64 or 128).  STAGES: K/V buffers in flight.  NC:
@@ -1060,8 +1073,9 @@ __host__ __device__ constexpr int solo_split_stages(int d, int bn, int stages, i
 // multiprocessor (the producer's registers go to the consumer: 24 + 232 =
 // 2 x 128; 128 (NC + 1) threads: the producer warpgroup and NC consumers),
 // so one CTA's prologue and epilogue run under the other's loop.  NC = 0:
-// one warpgroup and no producer (128 threads), at least three CTAs per
-// multiprocessor (at most 168 registers; at D = 64 ptxas uses 128).
+// one warpgroup and no producer (128 threads), at least solo_ctas CTAs per
+// multiprocessor (three: at most 168 registers, and at D = 64 ptxas uses
+// 128; four: 128).
 //
 // ACC_PVI8_SPLITV holds both the pvi8 and the split V body; each CTA runs
 // the one kv_finalize chose for its (batch, kv head) (a uniform branch
@@ -1070,7 +1084,7 @@ __host__ __device__ constexpr int solo_split_stages(int d, int bn, int stages, i
 // registers per thread).
 template <int DT, int D, bool CAUSAL, int QG, int ACC, int STAGES, int BN, int NC>
 __global__ void __launch_bounds__(NC ? 128 * (NC + 1) : 128,
-                                  NC == 1 ? 2 : (NC == 0 ? 3 : 1))
+                                  NC == 1 ? 2 : (NC == 0 ? solo_ctas(D, BN) : 1))
     attn_wgmma(const __grid_constant__ sj_wgmma_args w) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   u32x4 qraw[2][D / 32];

@@ -148,11 +148,11 @@ static int wgmma_smem(int d, int bn, int stages, int v_mode, int nc) {
 }
 
 /* The same, for an attention kernel's accumulation mode: the split V body
- * of a solo pvi8+splitv kernel at D = 128 with 128-key tiles keeps one
- * stage fewer than its pvi8 body (solo_split_stages in
- * sj_attn_wgmma.cuh), and the launch takes the larger of the two. */
+ * of a solo pvi8+splitv kernel at D = 128 keeps one stage fewer than its
+ * pvi8 body (solo_split_stages in sj_attn_wgmma.cuh), and the launch
+ * takes the larger of the two. */
 static int wgmma_attn_smem(int d, int bn, int stages, sj_pv_accum acc, int nc) {
-  if (nc == 0 && acc == SJ_ACCUM_PVI8_SPLITV && d == 128 && bn == 128 && stages > 1) {
+  if (nc == 0 && acc == SJ_ACCUM_PVI8_SPLITV && d == 128 && stages > 1) {
     const int a = wgmma_smem(d, bn, stages, sj_v_mode(SJ_ACCUM_PVI8), 0);
     const int b = wgmma_smem(d, bn, stages - 1, sj_v_mode(SJ_ACCUM_FP32_FP32_SPLITV), 0);
     return a > b ? a : b;
@@ -218,7 +218,10 @@ static int tune_int(const char *name, int a, int b, int dflt) {
  * of two). */
 static int wgmma_stages(const sj_target *t, int head_dim, int bn, sj_pv_accum acc,
                         int nc) {
-  const int per_sm = nc == 1 ? 2 : (nc == 0 ? 3 : 1);
+  /* solo CTAs: as many as the kernel's launch bounds ask for (solo_ctas
+   * in sj_attn_wgmma.cuh: four at D = 128 with 64-key tiles) */
+  const int solo = head_dim == 128 && bn == 64 ? 4 : 3;
+  const int per_sm = nc == 1 ? 2 : (nc == 0 ? solo : 1);
   const int smem_cap = (t->smem_optin + 1024) / per_sm - 1024;
   int stages = tune_int("stages=", 2, 3, 3);
   if (wgmma_attn_smem(head_dim, bn, stages, acc, nc) > smem_cap)

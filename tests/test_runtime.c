@@ -168,7 +168,9 @@ static void test_plan_defaults(void **state) {
   assert_true(3 * (sj_spec_shape(&p.specs[3]).smem_bytes + 1024) <=
               t90.smem_optin + 1024);
   /* Short causal sequences at D = 128: solo CTAs with 64-key tiles
-   * (sj_plan_short), a kernel of its own in the cache */
+   * (sj_plan_short), a kernel of its own in the cache, four per
+   * multiprocessor (solo_ctas in sj_attn_wgmma.cuh): the pvi8 body in two
+   * stages, split V's in one */
   p = auto_plan(&t90, SJ_DTYPE_FP16, 128, 1, SJ_ACCUM_DEFAULT);
   sj_plan q = p;
   assert_int_equal(sj_plan_short(&q, &t90), 1);
@@ -178,7 +180,7 @@ static void test_plan_defaults(void **state) {
   assert_int_equal(q.specs[3].wg_consumers, 0);
   assert_int_equal(q.specs[3].ksub, 64);
   assert_int_equal(sj_spec_shape(&q.specs[3]).threads, 128);
-  assert_true(3 * (sj_spec_shape(&q.specs[3]).smem_bytes + 1024) <=
+  assert_true(4 * (sj_spec_shape(&q.specs[3]).smem_bytes + 1024) <=
               t90.smem_optin + 1024);
   char n_long[256], n_short[256];
   assert_true(sj_spec_name(&p.specs[3], n_long, sizeof n_long) == 0);
@@ -188,15 +190,24 @@ static void test_plan_defaults(void **state) {
   /* the default's two bodies alone take the same shape (the default is
    * bit for bit the mode it picks per head) */
   static const sj_pv_accum bodies[] = {SJ_ACCUM_PVI8, SJ_ACCUM_FP32_FP32_SPLITV};
+  static const int body_stages[] = {2, 1};
   for (size_t i = 0; i < sizeof bodies / sizeof *bodies; i++) {
     sj_plan r = auto_plan(&t90, SJ_DTYPE_BF16, 128, 1, bodies[i]);
     assert_int_equal(sj_plan_short(&r, &t90), 1);
     assert_int_equal(r.specs[3].wg_consumers, 0);
     assert_int_equal(r.specs[3].ksub, 64);
     assert_int_equal(r.specs[3].accum, bodies[i]);
-    assert_true(r.stages >= 2);
-    assert_true(3 * (sj_spec_shape(&r.specs[3]).smem_bytes + 1024) <=
+    assert_int_equal(r.stages, body_stages[i]);
+    assert_true(4 * (sj_spec_shape(&r.specs[3]).smem_bytes + 1024) <=
                 t90.smem_optin + 1024);
+  }
+  /* the default's launch holds its pvi8 body's two stages (split V's one
+   * stage is smaller) */
+  {
+    sj_plan i8 = auto_plan(&t90, SJ_DTYPE_FP16, 128, 1, SJ_ACCUM_PVI8);
+    assert_int_equal(sj_plan_short(&i8, &t90), 1);
+    assert_int_equal(sj_spec_shape(&q.specs[3]).smem_bytes,
+                     sj_spec_shape(&i8.specs[3]).smem_bytes);
   }
   /* Longer sequences up to SJ_SOLO_SEQ: solo CTAs with 128-key tiles, three
    * per multiprocessor; the default's pvi8 body in two stages, its split V
