@@ -753,15 +753,18 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
   // Dequantize, mask, online softmax (rows g and g + 8), P -> e4m3.
   // K scales are loaded one tile ahead: a global load right after the
   // GEMM wait would stall the softmax for its whole latency.
+  // (The head's first scale and its last block are CTA-uniform, formed
+  // once: a 64-bit row product and a reload of n_kblk every tile cost
+  // 0.1-4 %; bench/NOTES.md, w26.)
   float ksc[KB];
+  const float *ks_head = (const float *)a.k_scale + bhk * G.n_kblk * (QG == PER_THREAD ? 4 : 1);
+  const int ks_last = G.n_kblk - 1;
   auto load_kscale = [&](int j) {
-    const float *ks = (const float *)a.k_scale;
 #pragma unroll
     for (int kb = 0; kb < KB; kb++) {
       // A block past the key range has no scale; its keys are masked.
-      const int blk = min(j * KB + kb, G.n_kblk - 1);
-      const i64 base = bhk * G.n_kblk + blk;
-      ksc[kb] = QG == PER_THREAD ? ks[base * 4 + t] : ks[base];
+      const int blk = min(j * KB + kb, ks_last);
+      ksc[kb] = QG == PER_THREAD ? ks_head[blk * 4 + t] : ks_head[blk];
     }
   };
   // S (int32) -> sf (float, masked); frees s for the next Q.K^T.  Called
