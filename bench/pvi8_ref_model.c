@@ -32,6 +32,18 @@ static double gauss(void) {
   return sqrt(-2 * log(u)) * cos(2 * M_PI * v);
 }
 
+/* x[0], x[stride], ... x[(n - 1) stride] to INT8 with one scale, max |x| /
+ * 127 (returned) */
+static double quant_s8(const float *x, int n, int stride, signed char *out) {
+  double mx = 0;
+  for (int i = 0; i < n; i++)
+    mx = fmax(mx, fabs(x[i * stride]));
+  const double sc = mx / 127;
+  for (int i = 0; i < n; i++)
+    out[i * stride] = (signed char)lrint(x[i * stride] / sc);
+  return sc;
+}
+
 int main(int argc, char **argv) {
   const int n = argc > 1 ? atoi(argv[1]) : 4096, rows = argc > 2 ? atoi(argv[2]) : 64;
   const double v_out = argc > 3 ? atof(argv[3]) : 0.0; /* V entries x 20 */
@@ -76,22 +88,10 @@ int main(int argc, char **argv) {
         k8[j * D + d] = (signed char)lrint((k[j * D + d] - km[d]) / ks[j]);
     }
   }
-  for (int r = 0; r < rows; r++) {
-    double mx = 0;
-    for (int d = 0; d < D; d++)
-      mx = fmax(mx, fabs(q[r * D + d]));
-    qs[r] = mx / 127;
-    for (int d = 0; d < D; d++)
-      q8[r * D + d] = (signed char)lrint(q[r * D + d] / qs[r]);
-  }
-  for (int d = 0; d < D; d++) {
-    double mx = 0;
-    for (int j = 0; j < n; j++)
-      mx = fmax(mx, fabs(v[j * D + d]));
-    vs[d] = mx / 127;
-    for (int j = 0; j < n; j++)
-      v8[j * D + d] = (signed char)lrint(v[j * D + d] / vs[d]);
-  }
+  for (int r = 0; r < rows; r++)
+    qs[r] = quant_s8(q + r * D, D, 1, q8 + r * D);
+  for (int d = 0; d < D; d++)
+    vs[d] = quant_s8(v + d, n, D, v8 + d);
 
   const double sm = 1 / sqrt(D), l2e = 1.4426950408889634;
   double err[3] = {0}, dot[3] = {0}, nrm[3] = {0}, ref2 = 0;
