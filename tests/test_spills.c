@@ -13,7 +13,11 @@
  * thread and ran 36 % slower (bench/NOTES.md, tenth session), and nothing
  * else would have said so before a device run.  Allowed: none, except
  * bf16 at D = 256 (one or two words, 8 bytes at most, present since those
- * kernels exist; docs/kernels.md, Resources).  CPU only; label `compile`
+ * kernels exist; docs/kernels.md, Resources).  Each kernel's registers and
+ * shared memory must also let as many CTAs share a multiprocessor as the
+ * host sized its stages for (three solo CTAs, four on the short causal
+ * route, ...): a template change that took the short kernel back to 168
+ * registers would otherwise run three CTAs in silence.  CPU only; label `compile`
  * like test_compile_matrix (a minute of NVRTC on two cores).
  */
 #include <pthread.h>
@@ -42,6 +46,8 @@ typedef struct spill_case {
   sj_status st;
   int parsed; /* the report's three numbers and the register count read */
   int stack, stores, loads, regs;
+  int threads, smem, nc, bn; /* the launch: block size, dynamic shared
+                                memory, consumer warpgroups, keys per tile */
   char msg[256];
 } spill_case;
 
@@ -90,12 +96,37 @@ static void run_case(const sj_target *t, spill_case *c) {
     snprintf(c->msg, sizeof c->msg, "plan has no attention kernel");
     return;
   }
+  const sj_launch_shape sh = sj_spec_shape(attn);
+  c->threads = sh.threads;
+  c->smem = sh.smem_bytes;
+  c->nc = attn->wg_consumers;
+  c->bn = attn->ksub;
   sj_compiled out;
   c->st = sj_compile_opt(attn, t, "--ptxas-options=-v", &out, c->msg,
                          sizeof c->msg);
   if (c->st == SJ_OK)
     c->parsed = parse_report(out.log, c);
   sj_compiled_free(&out); /* the log too */
+}
+
+/* The CTAs per multiprocessor the host sizes a kernel's stages for
+ * (wgmma_stages in runtime/spec.c) and its launch bounds ask for
+ * (solo_ctas in sj_attn_wgmma.cuh): one with two consumers, two with one,
+ * three solo, four solo at D = 128 with 64-key tiles. */
+static int intended_ctas(const spill_case *c) {
+  if (c->nc)
+    return c->nc == 1 ? 2 : 1;
+  return c->head_dim == 128 && c->bn == 64 ? 4 : 3;
+}
+
+/* How many the registers (64K per multiprocessor, allocated per warp in
+ * units of 256) and the shared memory (the opt-in limit plus the 1 KB each
+ * CTA keeps for the system) allow. */
+static int resident_ctas(const spill_case *c, const sj_target *t) {
+  const int per_warp = (c->regs * 32 + 255) / 256 * 256;
+  const int by_regs = 65536 / (per_warp * (c->threads / 32));
+  const int by_smem = (t->smem_optin + 1024) / (c->smem + 1024);
+  return by_regs < by_smem ? by_regs : by_smem;
 }
 
 static void *worker(void *arg) {
@@ -108,6 +139,37 @@ static void *worker(void *arg) {
       return NULL;
     run_case(&w->target, &w->cases[i]);
   }
+}
+
+static void test_occupancy_rule(void **state) {
+  (void)state;
+  /* the rule on resources worked out by hand (sm_90a: 232448 bytes opt-in) */
+  sj_target t;
+  assert_int_equal(sj_target_parse("sm_90a", &t), 0);
+  spill_case c;
+  memset(&c, 0, sizeof c);
+  c.head_dim = 128;
+  c.bn = 64;
+  c.threads = 128;
+  c.regs = 128;
+  c.smem = 43992; /* four of 45016 in 233472 */
+  assert_int_equal(intended_ctas(&c), 4);
+  assert_int_equal(resident_ctas(&c, &t), 4);
+  c.regs = 168; /* 168 x 128 x 4 > 64K: three */
+  assert_int_equal(resident_ctas(&c, &t), 3);
+  c.regs = 128;
+  c.smem = 60400; /* three stages: three of 61424 */
+  assert_int_equal(resident_ctas(&c, &t), 3);
+  c.bn = 128;
+  c.regs = 168;
+  c.smem = 76760;
+  assert_int_equal(intended_ctas(&c), 3);
+  assert_int_equal(resident_ctas(&c, &t), 3);
+  c.nc = 2;
+  c.threads = 384;
+  c.smem = 117592;
+  assert_int_equal(intended_ctas(&c), 1);
+  assert_int_equal(resident_ctas(&c, &t), 1);
 }
 
 static void test_parse_report(void **state) {
@@ -218,6 +280,13 @@ static void test_wgmma_kernels_do_not_spill(void **state) {
                   "(at most %d), %d registers\n",
                   what, c->stack, c->stores, c->loads, limit, c->regs);
       bad++;
+    } else if (resident_ctas(c, &w.target) < intended_ctas(c)) {
+      print_error("%s: %d registers x %d threads and %d bytes of shared memory "
+                  "fit %d CTAs per multiprocessor, not the %d its stages are "
+                  "sized for\n",
+                  what, c->regs, c->threads, c->smem, resident_ctas(c, &w.target),
+                  intended_ctas(c));
+      bad++;
     } else if (c->stores || c->loads) {
       allowed++;
     } else {
@@ -234,6 +303,7 @@ static void test_wgmma_kernels_do_not_spill(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_parse_report),
+      cmocka_unit_test(test_occupancy_rule),
       cmocka_unit_test(test_wgmma_kernels_do_not_spill),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
