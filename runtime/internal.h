@@ -210,6 +210,11 @@ typedef struct sj_launch_shape {
 
 int sj_spec_name(const sj_spec *s, char *buf, size_t size);
 sj_launch_shape sj_spec_shape(const sj_spec *s);
+/* CTAs per multiprocessor that attn_wgmma's launch bounds ask for and its
+ * stages are sized for: one with two consumer warpgroups, two with one;
+ * solo (nc = 0) three, four at D = 128 with 64-key tiles (solo_ctas in
+ * sj_attn_wgmma.cuh). */
+int sj_wgmma_ctas_per_sm(int head_dim, int bn, int nc);
 /* NVRTC options for a spec on a target; returns the count (<= max). */
 int sj_spec_options(const sj_spec *s, const sj_target *t, char opts[][64],
                     int max);

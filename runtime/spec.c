@@ -211,6 +211,13 @@ static int tune_int(const char *name, int a, int b, int dflt) {
   return dflt;
 }
 
+/* CTAs per multiprocessor of attn_wgmma (internal.h). */
+int sj_wgmma_ctas_per_sm(int head_dim, int bn, int nc) {
+  if (nc)
+    return nc == 1 ? 2 : 1;
+  return head_dim == 128 && bn == 64 ? 4 : 3;
+}
+
 /* Stages of attn_wgmma: three where they fit the shared memory of one of
  * the CTAs a multiprocessor holds (each also keeps 1 KB for the system),
  * else two; solo CTAs take one where two do not fit either (split V alone
@@ -218,10 +225,7 @@ static int tune_int(const char *name, int a, int b, int dflt) {
  * of two). */
 static int wgmma_stages(const sj_target *t, int head_dim, int bn, sj_pv_accum acc,
                         int nc) {
-  /* solo CTAs: as many as the kernel's launch bounds ask for (solo_ctas
-   * in sj_attn_wgmma.cuh: four at D = 128 with 64-key tiles) */
-  const int solo = head_dim == 128 && bn == 64 ? 4 : 3;
-  const int per_sm = nc == 1 ? 2 : (nc == 0 ? solo : 1);
+  const int per_sm = sj_wgmma_ctas_per_sm(head_dim, bn, nc);
   const int smem_cap = (t->smem_optin + 1024) / per_sm - 1024;
   int stages = tune_int("stages=", 2, 3, 3);
   if (wgmma_attn_smem(head_dim, bn, stages, acc, nc) > smem_cap)

@@ -110,13 +110,9 @@ static void run_case(const sj_target *t, spill_case *c) {
 }
 
 /* The CTAs per multiprocessor the host sizes a kernel's stages for
- * (wgmma_stages in runtime/spec.c) and its launch bounds ask for
- * (solo_ctas in sj_attn_wgmma.cuh): one with two consumers, two with one,
- * three solo, four solo at D = 128 with 64-key tiles. */
+ * (wgmma_stages in runtime/spec.c; the launch bounds ask for the same). */
 static int intended_ctas(const spill_case *c) {
-  if (c->nc)
-    return c->nc == 1 ? 2 : 1;
-  return c->head_dim == 128 && c->bn == 64 ? 4 : 3;
+  return sj_wgmma_ctas_per_sm(c->head_dim, c->bn, c->nc);
 }
 
 /* How many the registers (64K per multiprocessor, allocated per warp in
