@@ -314,6 +314,48 @@ def test_opcheck_on_meta() -> None:
     assert o.shape == q.shape and lse.shape == (1, 2, 64)
 
 
+# ------------------------------------------------- repeated calls' keys
+def test_call_key_tells_apart_what_the_checks_depend_on() -> None:
+    """A repeated call skips the checks only on an equal key: every
+    property the checks or the C parameters read must change it,
+    including the values' types (True == 1 == 1.0 in Python)."""
+    q = torch.zeros((1, 2, 64, 64), dtype=torch.float16)
+    k = torch.zeros((1, 2, 64, 64), dtype=torch.float16)
+
+    def key(qq=q, kk=k, vv=k, layout="HND", causal=False, scale=None,
+            lse=False, **opts):
+        return A._call_key(qq, kk, vv, layout, causal, scale, lse, opts)
+
+    base = key()
+    assert base is not None and base == key(q.clone(), k.clone(), k.clone())
+    variants = [
+        key(qq=q.transpose(1, 2).contiguous().transpose(1, 2)),  # strides
+        key(qq=torch.zeros((1, 2, 65, 64), dtype=torch.float16)),
+        key(qq=q.to(torch.bfloat16)),
+        key(vv=torch.zeros((1, 2, 64, 64), dtype=torch.float32)),
+        key(kk=torch.zeros((1, 1, 64, 64), dtype=torch.float16)),
+        key(layout="NHD"), key(causal=True), key(causal=1),
+        key(scale=1.0), key(scale=1), key(scale=True), key(lse=True),
+        key(lse=0), key(family="fp16pv"), key(smooth_k=True),
+        key(smooth_k=1), key(smooth_k=1.0),
+    ]
+    keys = [base] + variants
+    assert len(set(keys)) == len(keys)
+    assert key(family="fp16pv", smooth_k=False) != key(family="fp16pv")
+    # unhashable arguments take the full path (which reports them)
+    assert key(family=["fp16pv"]) is None
+    assert key(layout=["HND"]) is None
+
+
+def test_cpu_and_meta_calls_have_no_key() -> None:
+    q = torch.zeros((1, 2, 64, 64), dtype=torch.float16)
+    assert A._dense_key(q, q, q, "HND", False, None, False, {}) is None
+    m = meta((1, 2, 64, 64))
+    assert A._dense_key(m, m, m, "HND", False, None, False, {}) is None
+    assert A._dense_key(q.numpy(), q, q, "HND", False, None, False,
+                        {}) is None
+
+
 # ------------------------------------------------------------------- info
 def test_info_without_a_gpu() -> None:
     _need_library()

@@ -280,6 +280,94 @@ def test_threads_share_a_context() -> None:
         assert torch.equal(r, ref)
 
 
+# ------------------------------------------------------ repeated calls
+def _fast_hits(monkeypatch):
+    """Counts the calls that took the short path (attention._dense_fast)."""
+    from sagejit import attention as A
+    hits = []
+    real = A._dense_fast
+
+    def spy(*a):
+        out = real(*a)
+        if out is not None:
+            hits.append(1)
+        return out
+
+    monkeypatch.setattr(A, "_dense_fast", spy)
+    return hits
+
+
+def test_repeated_calls_match_first_calls(monkeypatch) -> None:
+    """Calls that repeat an earlier call's shapes and arguments on new data
+    take the short path, and give bit for bit what the full path gives
+    for the same data; calls that differ in any argument do not mix."""
+    from sagejit import attention as A
+    if not sagejit.uses_custom_op():
+        pytest.skip("the short path needs torch >= 2.4")
+    hits = _fast_hits(monkeypatch)
+    cases = [
+        ((2, 4, 300, 64), (2, 2, 257, 64), "HND", dict()),
+        ((2, 4, 300, 64), (2, 2, 257, 64), "HND", dict(is_causal=True)),
+        ((2, 4, 300, 64), (2, 2, 257, 64), "HND",
+         dict(is_causal=True, return_lse=True)),
+        ((2, 4, 300, 64), (2, 2, 257, 64), "HND", dict(sm_scale=0.05)),
+        ((1, 130, 4, 128), (1, 200, 4, 128), "NHD", dict(return_lse=True)),
+        ((1, 130, 4, 128), (1, 200, 4, 128), "NHD",
+         dict(family="fp16pv", causal_alignment="bottom_right",
+              is_causal=True)),
+    ]
+    A._clear_plans()
+    for rnd in range(2):
+        for i, (qs, ks, layout, kw) in enumerate(cases):
+            q = make(qs, seed=100 + 10 * i + rnd)
+            k = make(ks, seed=200 + 10 * i + rnd, k_bias=2.0)
+            v = make(ks, seed=300 + 10 * i + rnd)
+            before = len(hits)
+            got = sagejit.sageattn(q, k, v, tensor_layout=layout, **kw)
+            assert len(hits) == before + rnd, (i, rnd)
+            saved = dict(A._plans())  # the full path for the same data
+            A._clear_plans()
+            want = sagejit.sageattn(q, k, v, tensor_layout=layout, **kw)
+            A._plans().update(saved)
+            if kw.get("return_lse"):
+                assert torch.equal(got[0], want[0]) and \
+                    torch.equal(got[1], want[1])
+                assert got[1].shape == (qs[0], qs[1] if layout == "HND"
+                                        else qs[2],
+                                        qs[2] if layout == "HND" else qs[1])
+            else:
+                assert torch.equal(got, want), (i, rnd)
+            o, _ = reference(q, k, v, layout, kw.get("is_causal", False),
+                             kw.get("sm_scale"),
+                             kw.get("causal_alignment", "top_left"))
+            out = got[0] if kw.get("return_lse") else got
+            assert metrics(out, o)[1] > 0.998
+    assert len(hits) == len(cases)  # every case hit in the second round
+
+
+def test_repeated_call_still_refuses_bad_arguments() -> None:
+    q = make((1, 2, 128, 64))
+    sagejit.sageattn(q, q, q, sm_scale=1.0)
+    sagejit.sageattn(q, q, q, sm_scale=1.0)
+    with pytest.raises(TypeError):
+        sagejit.sageattn(q, q, q, sm_scale=True)
+    with pytest.raises(TypeError):
+        sagejit.sageattn(q, q, q, smooth_k=1.0)
+    with pytest.raises(TypeError):
+        sagejit.sageattn(q, q, q, bogus=1)
+
+
+def test_repeated_call_with_grad_has_no_backward() -> None:
+    q = make((1, 2, 64, 64))
+    sagejit.sageattn(q, q, q)
+    sagejit.sageattn(q, q, q)  # cached
+    qg = q.clone().requires_grad_()
+    o = sagejit.sageattn(qg, q, q)
+    assert o.requires_grad
+    with pytest.raises(RuntimeError):
+        o.float().sum().backward()
+
+
 def test_second_device() -> None:
     if torch.cuda.device_count() < 2:
         pytest.skip("one CUDA device")
