@@ -489,6 +489,16 @@ def _varlen_impl(q: Any, k: Any, v: Any, cu_q: Any, cu_k: Any, max_q: int,
 # arguments the checks would refuse never matches a cached one.
 _PLANS_MAX = 64
 _tls = threading.local()
+# The current stream's handle without a torch.cuda.Stream object (what
+# TorchInductor's generated code calls); the public call where it is absent.
+_raw_stream = getattr(getattr(torch, "_C", None), "_cuda_getCurrentRawStream",
+                      None)
+
+
+def _current_stream(device: Any) -> int:
+    if _raw_stream is not None:
+        return _raw_stream(device.index)
+    return torch.cuda.current_stream(device).cuda_stream
 
 
 class _Plan:
@@ -565,7 +575,7 @@ def _dense_fast(key: Any, q: Any, k: Any, v: Any) -> Any:
         p.lse = lse.data_ptr()
     ws = torch.empty(p.workspace_size, dtype=torch.uint8, device=q.device)
     p.workspace = ws.data_ptr()
-    stream = torch.cuda.current_stream(q.device).cuda_stream
+    stream = _current_stream(q.device)
     lib.check(plan.run(plan.ctx, byref(p), stream), "sj_attention", plan.ctx)
     return (o, lse) if lse is not None else o
 
