@@ -33,6 +33,7 @@ import inspect
 import math
 import operator
 import threading
+from collections import OrderedDict
 from ctypes import byref, c_size_t
 from typing import Any, Dict, NamedTuple, Optional, Sequence, Tuple, Union
 
@@ -335,6 +336,7 @@ def _attention_impl(q: Any, k: Any, v: Any, layout: int, causal: bool,
     stream = torch.cuda.current_stream(q.device).cuda_stream
     lib.check(lib.fn("sj_attention")(ctx, byref(p), stream), "sj_attention",
               ctx)
+    _tls.last = (lib, ctx, p)  # for _keep_plan (an eager sageattn call)
     return o, lse
 
 
@@ -486,7 +488,10 @@ def _varlen_impl(q: Any, k: Any, v: Any, cu_q: Any, cu_k: Any, max_q: int,
 # call that passed every check and ran) and the workspace size; a later
 # call with the same key sets the pointers and launches.  The values'
 # types are part of the key (``True == 1 == 1.0``), so a call whose
-# arguments the checks would refuse never matches a cached one.
+# arguments the checks would refuse never matches a cached one, and only
+# immutable kinds of argument make a key (a 0-d tensor as ``is_causal``
+# could change its truth value between calls).  The least recently used
+# of more than 64 keys per thread is dropped.
 _PLANS_MAX = 64
 _tls = threading.local()
 # The current stream's handle without a torch.cuda.Stream object (what
@@ -510,10 +515,10 @@ class _Plan:
         self.run, self.lse_shape = run, lse_shape
 
 
-def _plans() -> Dict[Any, _Plan]:
+def _plans() -> "OrderedDict[Any, _Plan]":
     d = getattr(_tls, "plans", None)
     if d is None:
-        d = _tls.plans = {}
+        d = _tls.plans = OrderedDict()
     return d
 
 
@@ -523,10 +528,24 @@ def _clear_plans() -> None:
     _plans().clear()
 
 
+_FLAG_TYPES = (bool, int)
+_SCALE_TYPES = (type(None), float, int)
+_OPTION_TYPES = (type(None), str, bool, int)
+
+
 def _call_key(q: Any, k: Any, v: Any, tensor_layout: Any, is_causal: Any,
               sm_scale: Any, return_lse: Any, options: Dict[str, Any]) -> Any:
-    """What a dense call's checks and C parameters depend on, hashable;
-    None if an argument is not (the full path decides)."""
+    """What a dense call's checks and C parameters depend on; None if an
+    argument is of a kind that could change or is not hashable (the full
+    path decides)."""
+    if type(tensor_layout) is not str or \
+            type(is_causal) not in _FLAG_TYPES or \
+            type(return_lse) not in _FLAG_TYPES or \
+            type(sm_scale) not in _SCALE_TYPES:
+        return None
+    for x in options.values():
+        if type(x) not in _OPTION_TYPES:
+            return None
     try:
         key = (q.shape, q.stride(), q.dtype, q.device, k.shape, k.stride(),
                k.dtype, k.device, v.shape, v.stride(), v.dtype, v.device,
@@ -557,52 +576,49 @@ def _dense_key(q: Any, k: Any, v: Any, tensor_layout: Any, is_causal: Any,
 def _dense_fast(key: Any, q: Any, k: Any, v: Any) -> Any:
     """Runs a call whose key this thread has run before; None if it has
     not (or the library was reloaded since)."""
-    plan = _plans().get(key)
+    plans = _plans()
+    plan = plans.get(key)
     if plan is None:
         return None
     lib = _lib.get()
     if plan.lib is not lib or \
             _lib.contexts.get(lib, q.device.index) is not plan.ctx:
-        del _plans()[key]
+        del plans[key]
         return None
-    o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    plans.move_to_end(key)
+    dev = q.device
     p = plan.params
-    p.q, p.k, p.v, p.o = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr()
+    # everything allocated before the shared structure is written
+    o = torch.empty(q.shape, dtype=q.dtype, device=dev)
     lse = None
     if plan.lse_shape is not None:
-        lse = torch.empty(plan.lse_shape, dtype=torch.float32,
-                          device=q.device)
+        lse = torch.empty(plan.lse_shape, dtype=torch.float32, device=dev)
+    ws = torch.empty(p.workspace_size, dtype=torch.uint8, device=dev)
+    stream = _current_stream(dev)
+    p.q, p.k, p.v, p.o = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr()
+    if lse is not None:
         p.lse = lse.data_ptr()
-    ws = torch.empty(p.workspace_size, dtype=torch.uint8, device=q.device)
     p.workspace = ws.data_ptr()
-    stream = _current_stream(q.device)
     lib.check(plan.run(plan.ctx, byref(p), stream), "sj_attention", plan.ctx)
     return (o, lse) if lse is not None else o
 
 
-def _keep_plan(key: Any, q: Any, k: Any, v: Any, o: Any, lse: Any,
-               layout: int, causal: bool, sm_scale: float, want_lse: bool,
-               opts: Sequence[int]) -> None:
-    """After a call that ran (o, lse: its outputs): its parameters and
-    workspace size, kept for the next call with the same key."""
-    lib = _lib.get()
-    ctx = _lib.contexts.get(lib, q.device.index)
-    p = S.SjAttentionParams()
-    lib.fn("sj_attention_params_init")(byref(p))
-    _fill_dense(p, q, k, v, layout, causal, sm_scale, opts, "sageattn")
-    p.q, p.k, p.v, p.o = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr()
-    p.lse = lse.data_ptr() if want_lse else None
-    b, hq, nq, _ = _dense_dims(q, layout)
-    size = c_size_t()
-    if lib.fn("sj_attention_workspace_size")(ctx, byref(p),
-                                             byref(size)) != S.SJ_OK:
+def _keep_plan(key: Any, lse_shape: Optional[Tuple[int, int, int]]) -> None:
+    """After a call that ran through :func:`_attention_impl` on this
+    thread: its filled parameters (workspace size included), kept for the
+    next call with the same key.  Never raises: the call has run."""
+    last = getattr(_tls, "last", None)
+    _tls.last = None
+    if last is None:
         return
-    p.workspace_size = size.value
-    plans = _plans()
-    if len(plans) >= _PLANS_MAX:
-        plans.clear()
-    plans[key] = _Plan(lib, ctx, p, lib.fn("sj_attention"),
-                       (b, hq, nq) if want_lse else None)
+    try:
+        lib, ctx, p = last
+        plans = _plans()
+        plans[key] = _Plan(lib, ctx, p, lib.fn("sj_attention"), lse_shape)
+        while len(plans) > _PLANS_MAX:
+            plans.popitem(last=False)
+    except Exception:  # pragma: no cover - a later call takes the full path
+        pass
 
 
 # --------------------------------------------- custom ops / direct dispatch
@@ -861,10 +877,10 @@ def sageattn(q: Any, k: Any, v: Any, tensor_layout: str = "HND",
     elif _tracing():
         o, lse = _ATTENTION_OP(*args)
     else:
+        _tls.last = None
         o, lse = _no_backward_apply(_attention_impl, args)
-        if key is not None and o.numel() > 0:
-            _keep_plan(key, q, k, v, o, lse, layout, causal, scale,
-                       want_lse, opts)
+        if key is not None:
+            _keep_plan(key, tuple(lse.shape) if want_lse else None)
     return (o, lse) if want_lse else o
 
 

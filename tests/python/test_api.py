@@ -335,14 +335,20 @@ def test_call_key_tells_apart_what_the_checks_depend_on() -> None:
         key(vv=torch.zeros((1, 2, 64, 64), dtype=torch.float32)),
         key(kk=torch.zeros((1, 1, 64, 64), dtype=torch.float16)),
         key(layout="NHD"), key(causal=True), key(causal=1),
-        key(scale=1.0), key(scale=1), key(scale=True), key(lse=True),
+        key(scale=1.0), key(scale=1), key(lse=True),
         key(lse=0), key(family="fp16pv"), key(smooth_k=True),
-        key(smooth_k=1), key(smooth_k=1.0),
+        key(smooth_k=1),
     ]
     keys = [base] + variants
-    assert len(set(keys)) == len(keys)
+    assert None not in keys and len(set(keys)) == len(keys)
     assert key(family="fp16pv", smooth_k=False) != key(family="fp16pv")
-    # unhashable arguments take the full path (which reports them)
+    # arguments of other kinds (mutable, unhashable, or refused by the
+    # checks) make no key: the full path decides every time
+    assert key(causal=torch.tensor(True)) is None
+    assert key(lse=torch.tensor(False)) is None
+    assert key(scale=torch.tensor(0.1)) is None
+    assert key(smooth_k=1.0) is None
+    assert key(scale=True) is None
     assert key(family=["fp16pv"]) is None
     assert key(layout=["HND"]) is None
 

@@ -211,6 +211,11 @@ def test_misaligned_view_gives_the_library_message() -> None:
                        match="16-byte aligned") as e:
         sagejit.sageattn(q, k, v)
     assert e.value.status_name == "SJ_ERR_INVALID_ARGUMENT"
+    # the same shapes and strides, aligned, run and are remembered; the
+    # misaligned view then takes the short path, and the library refuses it
+    sagejit.sageattn(k, k, v)
+    with pytest.raises(sagejit.InvalidArgumentError, match="16-byte aligned"):
+        sagejit.sageattn(q, k, v)
 
 
 def test_gpu_argument_errors() -> None:
@@ -351,6 +356,8 @@ def test_repeated_call_still_refuses_bad_arguments() -> None:
     sagejit.sageattn(q, q, q, sm_scale=1.0)
     with pytest.raises(TypeError):
         sagejit.sageattn(q, q, q, sm_scale=True)
+    sagejit.sageattn(q, q, q, smooth_k=1)
+    sagejit.sageattn(q, q, q, smooth_k=1)
     with pytest.raises(TypeError):
         sagejit.sageattn(q, q, q, smooth_k=1.0)
     with pytest.raises(TypeError):
@@ -393,7 +400,9 @@ def test_info_and_stats_on_gpu() -> None:
 # -------------------------------------------------------------- CUDA graphs
 def test_cuda_graph_capture_and_replay() -> None:
     q, k, v = (make((2, 8, 512, 128), seed=s) for s in (30, 31, 32))
-    sagejit.sageattn(q, k, v, is_causal=True)  # compiles/loads the kernels
+    # compiles/loads the kernels; the captured call then repeats it (the
+    # short path of repeated calls, under capture)
+    sagejit.sageattn(q, k, v, is_causal=True, return_lse=True)
     torch.cuda.synchronize()
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
