@@ -13,7 +13,7 @@ t0=$(date +%s)
 export SAGEJIT_CACHE_DIR=$B/test-cache/py SAGEJIT_LIBRARY=$B/libsagejit.so MPLBACKEND=Agg
 timeout 45 $B/sagejit warm --arch sm_90a --family fp16pv,fp8pv,wgmma --head-dim 32,64,96,128,256 --dtype fp16,bf16 -j 16 -q > $OUT/warm.log 2>&1
 echo "warm rc=$? $(( $(date +%s) - t0 )) s"
-PYTHONPATH=$PWD/python timeout 75 python3 -m pytest -q -x -p no:cacheprovider tests/python/test_gpu.py -k "not varlen and not compile" > $OUT/pytest.log 2>&1
+PYTHONPATH=$PWD/python timeout 300 python3 -m pytest -q -p no:cacheprovider tests/python/test_gpu.py tests/python/test_api.py > $OUT/pytest.log 2>&1
 echo "pytest rc=$? $(( $(date +%s) - t0 )) s"; tail -3 $OUT/pytest.log
 for r in 1 2; do for c in old new; do
   P=$PWD/python; [ $c = old ] && P=$PWD/ab/old/python
