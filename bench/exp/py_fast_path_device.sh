@@ -1,8 +1,9 @@
 #!/bin/bash
-# The Python package's short path for repeated calls (branch
-# exp/py-fast-path): GPU tests, then host and GPU time per call against
-# main's package.  Before the device call, on the CPU machine:
-#   rm -rf ab/old && mkdir -p ab/old && git archive main python | tar -x -C ab/old
+# The Python package's short path for repeated calls (merged in the
+# twenty-seventh session): GPU tests, then host and GPU time per call
+# against the package before it (0aefb16).  Before the device call, on
+# the CPU machine:
+#   rm -rf ab/old && mkdir -p ab/old && git archive 0aefb16 python | tar -x -C ab/old
 #   cmake --build build-gpu && ../shared/tools/gpu-pack build-gpu
 # then run it through the device tool (carry build-gpu):
 #   bash bench/exp/py_fast_path_device.sh

@@ -1,4 +1,4 @@
-"""Host time per sageattn call from Python (branch exp/py-fast-path).
+"""Host time per sageattn call from Python (the short path for repeated calls).
 
 Tiny shapes, so the GPU finishes each call long before the host has queued
 the next: the wall time of many back-to-back calls divided by their count
