@@ -163,5 +163,7 @@ typedef struct sj_ref_args {
 #define SJ_F_HEADS_FIRST 512 /* causal attention: the grid is (heads, Q
                                 blocks, batch), see sj::cta_coord */
 #define SJ_F_FINALIZE 1024 /* stats: finalize in the last chunk, see sj_stats_args */
+#define SJ_F_L2_KEEP_V 2048 /* V fits the L2: kv_stats reads it evict_last,
+                               quant_qkv reads K and V evict_first */
 
 #endif

@@ -319,6 +319,25 @@ __device__ __forceinline__ void cp_async16(void *dst, const void *src,
                    smem_addr(dst)),
                "l"(src), "r"(src_bytes));
 }
+// L2 eviction priorities (sm_80+): a policy for the cache_hint forms
+// below, evict_last (keep) or evict_first (demote) where `hint`, else
+// evict_normal, the priority of a plain access.
+__device__ __forceinline__ unsigned long long l2_policy(bool hint, bool keep) {
+  unsigned long long p;
+  if (!hint)
+    asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(p));
+  else if (keep)
+    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
+  else
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+  return p;
+}
+__device__ __forceinline__ void cp_async16_hint(void *dst, const void *src, int src_bytes,
+                                                unsigned long long pol) {
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(
+                   smem_addr(dst)),
+               "l"(src), "r"(src_bytes), "l"(pol));
+}
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::);
 }
@@ -349,6 +368,14 @@ __device__ __forceinline__ u32x4 ld_global16(const void *p) {
   asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];"
                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
                : "l"(p));
+  return r;
+}
+
+__device__ __forceinline__ u32x4 ld_global16_hint(const void *p, unsigned long long pol) {
+  u32x4 r;
+  asm volatile("ld.global.nc.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "l"(p), "l"(pol));
   return r;
 }
 

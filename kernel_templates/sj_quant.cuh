@@ -91,6 +91,11 @@ __device__ __forceinline__ void stats_chunk(const sj_stats_args &a, int c, int h
   // The thread's rows, in order: n0 + row0 + ROWS j (as summed before the
   // staging, so the sums are the same bit for bit)
   const int nst = n1 > n0 ? (n1 - n0 + PER_STAGE - 1) / PER_STAGE : 0;
+  // SJ_F_L2_KEEP_V: V stays in the L2 for quant_qkv's read of it (at 1K,
+  // D = 128, B = 4, H = 32 V is 33.5 MB of the H100's 50 MB), and K's
+  // sampled rows do not push it out (bench/NOTES.md, p18)
+  const bool keep = (a.flags & SJ_F_L2_KEEP_V) != 0;
+  const unsigned long long pol_v = l2_policy(keep, true), pol_k = l2_policy(keep, false);
   auto issue = [&](int t) { // stage t's copies as one group (maybe empty)
     const int slot = t % STATS_STAGES;
 #pragma unroll
@@ -98,9 +103,11 @@ __device__ __forceinline__ void stats_chunk(const sj_stats_args &a, int c, int h
       const int m = n0 + t * PER_STAGE + u * ROWS + row0;
       if (active && m < n1) {
         if (do_k && (m & kmask) == 0)
-          cp_async16(&st[slot][0][u][threadIdx.x], kb + (i64)m * a.k_sn * 2 + lane_c * 16, 16);
+          cp_async16_hint(&st[slot][0][u][threadIdx.x], kb + (i64)m * a.k_sn * 2 + lane_c * 16,
+                          16, pol_k);
         if (do_v)
-          cp_async16(&st[slot][1][u][threadIdx.x], vb + (i64)m * a.v_sn * 2 + lane_c * 16, 16);
+          cp_async16_hint(&st[slot][1][u][threadIdx.x], vb + (i64)m * a.v_sn * 2 + lane_c * 16,
+                          16, pol_v);
       }
     }
     cp_async_commit();
@@ -398,7 +405,9 @@ __device__ __forceinline__ void quant_rows(const sj_quant_args &a, int blk,
     float amax = 0.f, dot = 0.f;
     raw[it].x = raw[it].y = raw[it].z = raw[it].w = 0u;
     if (active && r < ROWS && n < seq) {
-      raw[it] = ld_global16(rp);
+      // K's last read: evict_first under SJ_F_L2_KEEP_V
+      raw[it] = IS_K ? ld_global16_hint(rp, l2_policy((a.flags & SJ_F_L2_KEEP_V) != 0, false))
+                     : ld_global16(rp);
       float x[8];
       unpack8<DT>(raw[it], x);
 #pragma unroll
@@ -600,8 +609,11 @@ __device__ __forceinline__ void quant_v_block(const sj_quant_args &a, int blk,
     for (int k = 0; k < 4; k++) {
       const int n = n0 + grp * 16 + 2 * mq + (k & 1) + 8 * (k >> 1);
       raw[k].x = raw[k].y = raw[k].z = raw[k].w = 0u;
+      // V's last read: evict_first under SJ_F_L2_KEEP_V, which demotes
+      // the lines kv_stats kept
       if (n < sk.len)
-        raw[k] = ld_global16(src + (i64)n * a.v_sn * 2 + c * 16);
+        raw[k] = ld_global16_hint(src + (i64)n * a.v_sn * 2 + c * 16,
+                                  l2_policy((a.flags & SJ_F_L2_KEEP_V) != 0, false));
     }
     float x[4][8];
 #pragma unroll

@@ -215,6 +215,10 @@ sj_launch_shape sj_spec_shape(const sj_spec *s);
  * solo (nc = 0) three, four at D = 128 with 64-key tiles (solo_ctas in
  * sj_attn_wgmma.cuh). */
 int sj_wgmma_ctas_per_sm(int head_dim, int bn, int nc);
+/* Whether V's 16-bit bytes fit the L2 well enough for kv_stats to keep
+ * them there for quant_qkv (SJ_F_L2_KEEP_V): at most 3/4 of it (l2_bytes
+ * 0, unknown: no). */
+int sj_l2_keeps_v(int64_t l2_bytes, int64_t v_bytes);
 /* NVRTC options for a spec on a target; returns the count (<= max). */
 int sj_spec_options(const sj_spec *s, const sj_target *t, char opts[][64],
                     int max);

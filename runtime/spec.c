@@ -211,6 +211,10 @@ static int tune_int(const char *name, int a, int b, int dflt) {
   return dflt;
 }
 
+int sj_l2_keeps_v(int64_t l2_bytes, int64_t v_bytes) {
+  return l2_bytes > 0 && v_bytes > 0 && v_bytes <= l2_bytes / 4 * 3;
+}
+
 /* CTAs per multiprocessor of attn_wgmma (internal.h). */
 int sj_wgmma_ctas_per_sm(int head_dim, int bn, int nc) {
   if (nc)

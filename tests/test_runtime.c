@@ -476,6 +476,24 @@ static void test_plan_rejects(void **state) {
 
 /* Every distinct spec a warm of a wide matrix produces has a distinct name:
  * two instantiations can never share a cache key by accident. */
+/* SJ_F_L2_KEEP_V: kv_stats keeps V in the L2 for quant_qkv when its 16-bit
+ * bytes take at most 3/4 of it.  The H100 / H200 L2 (50 MiB) against the
+ * table's shapes (B = 4, H = 32): D = 128 at 1K is 32 MiB, at 2K 64 MiB. */
+static void test_l2_keeps_v(void **state) {
+  (void)state;
+  const int64_t l2 = (int64_t)50 << 20;
+  const int64_t v_1k = (int64_t)4 * 32 * 1024 * 128 * 2;
+  assert_true(sj_l2_keeps_v(l2, v_1k));
+  assert_true(sj_l2_keeps_v(l2, v_1k / 2)); /* D = 64 */
+  assert_false(sj_l2_keeps_v(l2, 2 * v_1k)); /* 2K */
+  /* the boundary: 3/4 of the L2, not a byte more */
+  assert_true(sj_l2_keeps_v(l2, l2 / 4 * 3));
+  assert_false(sj_l2_keeps_v(l2, l2 / 4 * 3 + 1));
+  /* an L2 the driver does not report, and an empty V */
+  assert_false(sj_l2_keeps_v(0, v_1k));
+  assert_false(sj_l2_keeps_v(l2, 0));
+}
+
 static void test_spec_names_unique(void **state) {
   (void)state;
   sj_target t;
@@ -907,6 +925,7 @@ int main(void) {
       cmocka_unit_test(test_plan_defaults),
       cmocka_unit_test(test_plan_rejects),
       cmocka_unit_test(test_spec_names_unique),
+      cmocka_unit_test(test_l2_keeps_v),
       cmocka_unit_test(test_context_create_errors),
       cmocka_unit_test(test_context_without_gpu),
       cmocka_unit_test_setup_teardown(test_validation, setup_params, teardown_params),
