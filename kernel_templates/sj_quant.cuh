@@ -533,8 +533,9 @@ __device__ __forceinline__ void quant_v16_block(const sj_quant_args &a, int blk,
     const int tk = w % BLK_K, c = w / BLK_K, n = n0 + tk;
     u32x4 raw;
     raw.x = raw.y = raw.z = raw.w = 0u;
-    if (n < sk.len)
-      raw = ld_global16(src + (i64)n * a.v_sn * 2 + c * 16);
+    if (n < sk.len) // V's last read (pv16 with smooth_v: kv_stats kept it)
+      raw = ld_global16_hint(src + (i64)n * a.v_sn * 2 + c * 16,
+                             l2_policy((a.flags & SJ_F_L2_KEEP_V) != 0, false));
     u32 wd[4] = {raw.x, raw.y, raw.z, raw.w};
     if (smooth && n < sk.len) {
       float mean[8];

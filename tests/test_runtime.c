@@ -474,8 +474,6 @@ static void test_plan_rejects(void **state) {
                    SJ_ERR_UNSUPPORTED);
 }
 
-/* Every distinct spec a warm of a wide matrix produces has a distinct name:
- * two instantiations can never share a cache key by accident. */
 /* SJ_F_L2_KEEP_V: kv_stats keeps V in the L2 for quant_qkv when its 16-bit
  * bytes take at most 3/4 of it.  The H100 / H200 L2 (50 MiB) against the
  * table's shapes (B = 4, H = 32): D = 128 at 1K is 32 MiB, at 2K 64 MiB. */
@@ -494,6 +492,8 @@ static void test_l2_keeps_v(void **state) {
   assert_false(sj_l2_keeps_v(l2, 0));
 }
 
+/* Every distinct spec a warm of a wide matrix produces has a distinct name:
+ * two instantiations can never share a cache key by accident. */
 static void test_spec_names_unique(void **state) {
   (void)state;
   sj_target t;
