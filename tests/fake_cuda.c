@@ -22,6 +22,11 @@
  * the launch count, and the time between two events is the number of
  * launches between them, in "milliseconds"; fake_cuda_events() gives the
  * events alive and the cuEventSynchronize calls since the last reset.
+ * fake_cuda_capture(i, bytes) asks for a copy of the first `bytes` of
+ * launch i's argument struct (kernelParams[0]; i < 4 since the last reset,
+ * bytes <= 512: the test knows which kernel launch i is and its struct's
+ * size); fake_cuda_captured(i, out, bytes) hands it back (0, or -1 when
+ * that launch did not happen).
  */
 #include <cuda.h>
 #include <pthread.h>
@@ -37,6 +42,8 @@ void fake_cuda_last_grid(unsigned *gx, unsigned *gy, unsigned *gz);
 int fake_cuda_grid(int i, unsigned *gx, unsigned *gy, unsigned *gz);
 void fake_cuda_memsets(int *n, size_t *last_words);
 void fake_cuda_events(int *live, int *syncs);
+void fake_cuda_capture(int i, size_t bytes);
+int fake_cuda_captured(int i, void *out, size_t bytes);
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_t g_loaders[FAKE_MAX_THREADS];
@@ -48,6 +55,11 @@ static unsigned g_grids[FAKE_MAX_GRIDS][3];
 static int g_memsets;
 static size_t g_memset_words;
 static int g_events_live, g_event_syncs;
+#define FAKE_MAX_CAPTURE 4
+#define FAKE_CAPTURE_BYTES 512
+static size_t g_cap_want[FAKE_MAX_CAPTURE];
+static int g_cap_have[FAKE_MAX_CAPTURE];
+static unsigned char g_cap[FAKE_MAX_CAPTURE][FAKE_CAPTURE_BYTES];
 typedef struct fake_event {
   int stamp; /* g_launches when last recorded */
 } fake_event;
@@ -93,8 +105,28 @@ void fake_cuda_events(int *live, int *syncs) {
   *syncs = g_event_syncs;
   pthread_mutex_unlock(&g_lock);
 }
+void fake_cuda_capture(int i, size_t bytes) {
+  pthread_mutex_lock(&g_lock);
+  if (i >= 0 && i < FAKE_MAX_CAPTURE && bytes <= FAKE_CAPTURE_BYTES)
+    g_cap_want[i] = bytes;
+  pthread_mutex_unlock(&g_lock);
+}
+int fake_cuda_captured(int i, void *out, size_t bytes) {
+  int ok = -1;
+  pthread_mutex_lock(&g_lock);
+  if (i >= 0 && i < FAKE_MAX_CAPTURE && g_cap_have[i] && bytes <= g_cap_want[i]) {
+    memcpy(out, g_cap[i], bytes);
+    ok = 0;
+  }
+  pthread_mutex_unlock(&g_lock);
+  return ok;
+}
 void fake_cuda_reset(void) {
   pthread_mutex_lock(&g_lock);
+  for (int i = 0; i < FAKE_MAX_CAPTURE; i++) {
+    g_cap_want[i] = 0;
+    g_cap_have[i] = 0;
+  }
   g_n_loaders = g_loads = g_launches = g_max_live_loads = 0;
   g_event_syncs = 0;
   g_memsets = 0;
@@ -244,8 +276,12 @@ CUresult cuFuncGetAttribute(int *v, CUfunction_attribute a, CUfunction f) {
   *v = 0;
   return CUDA_SUCCESS;
 }
-static CUresult launched(unsigned gx, unsigned gy, unsigned gz) {
+static CUresult launched(unsigned gx, unsigned gy, unsigned gz, void **params) {
   pthread_mutex_lock(&g_lock);
+  if (g_launches < FAKE_MAX_CAPTURE && g_cap_want[g_launches] && params && params[0]) {
+    memcpy(g_cap[g_launches], params[0], g_cap_want[g_launches]);
+    g_cap_have[g_launches] = 1;
+  }
   if (g_launches < FAKE_MAX_GRIDS) {
     g_grids[g_launches][0] = gx;
     g_grids[g_launches][1] = gy;
@@ -262,13 +298,13 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
                         unsigned bx, unsigned by, unsigned bz, unsigned smem,
                         CUstream s, void **params, void **extra) {
   (void)f, (void)bx, (void)by, (void)bz;
-  (void)smem, (void)s, (void)params, (void)extra;
-  return launched(gx, gy, gz);
+  (void)smem, (void)s, (void)extra;
+  return launched(gx, gy, gz, params);
 }
 CUresult cuLaunchKernelEx(const CUlaunchConfig *cfg, CUfunction f, void **params,
                           void **extra) {
-  (void)f, (void)params, (void)extra;
-  return launched(cfg->gridDimX, cfg->gridDimY, cfg->gridDimZ);
+  (void)f, (void)extra;
+  return launched(cfg->gridDimX, cfg->gridDimY, cfg->gridDimZ, params);
 }
 CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t bytes) {
   void *m = NULL;

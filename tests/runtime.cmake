@@ -25,4 +25,6 @@ sj_add_test(test_host_path SOURCES test_host_path.c LABELS cpu TIMEOUT 300)
 target_compile_definitions(test_host_path PRIVATE
   SJ_FAKE_CUDA="$<TARGET_FILE:sj_fake_cuda>")
 target_link_libraries(test_host_path PRIVATE ${CMAKE_DL_LIBS} Threads::Threads)
+# sj_abi.h: the kernels' argument structs, as the fake driver captures them
+target_include_directories(test_host_path PRIVATE ${PROJECT_SOURCE_DIR}/kernel_templates)
 add_dependencies(test_host_path sj_fake_cuda)

@@ -46,6 +46,7 @@
 
 #include "internal.h" /* SJ_SHORT_SEQ */
 #include "sagejit.h"
+#include "sj_abi.h"     /* the kernels' argument structs */
 #include "testutil.h"
 
 #ifndef SJ_FAKE_CUDA
@@ -58,6 +59,8 @@ static void (*g_last_grid)(unsigned *, unsigned *, unsigned *);
 static int (*g_grid_at)(int, unsigned *, unsigned *, unsigned *);
 static void (*g_memsets)(int *, size_t *);
 static void (*g_events)(int *, int *);
+static void (*g_capture)(int, size_t);
+static int (*g_captured)(int, void *, size_t);
 static char g_dir[512];
 static void *g_buf; /* q, k, v and o of every call (never read) */
 
@@ -540,6 +543,76 @@ static void test_bench_timing(void **state) {
   sj_context_destroy(ctx);
 }
 
+/* SJ_F_L2_KEEP_V reaches both preprocessing kernels, and only where V's
+ * statistics run and V's 16-bit bytes take at most 3/4 of the L2: on the
+ * fake's 1 MiB L2 up to 768 KiB, i.e. 1 x 4 heads x 768 keys x 128 x 2.
+ * Causal D = 128 calls, so that test_heads_first_budget's kernels (the
+ * same cache directory) serve most of them. */
+static void test_l2_keep_v_flag(void **state) {
+  (void)state;
+  need();
+  if (!g_capture || !g_captured)
+    skip();
+  char dir[600];
+  cache_dir(dir, sizeof dir, "order");
+  enum { D = 128, H = 4, N_MAX = 1024 };
+  const size_t bytes = (size_t)H * N_MAX * D * 2;
+  char *buf = aligned_alloc(256, 4 * bytes);
+  assert_non_null(buf);
+  setenv("FAKE_CUDA_L2", "1048576", 1);
+  sj_context *ctx = make_ctx(dir);
+  static const struct {
+    sj_family family;
+    sj_pv_accum accum;
+    int smooth_v, seq, keep;
+  } calls[] = {
+      {SJ_FAMILY_WGMMA, SJ_ACCUM_DEFAULT, 0, 768, 1},  /* 768 KiB: kept */
+      {SJ_FAMILY_WGMMA, SJ_ACCUM_DEFAULT, 0, 832, 0},  /* 832 KiB: not */
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_DEFAULT, 0, 512, 1},
+      {SJ_FAMILY_FP16PV, SJ_ACCUM_DEFAULT, 0, 512, 0}, /* no V statistics */
+      {SJ_FAMILY_WGMMA, SJ_ACCUM_PV16, 0, 512, 0},     /* none either */
+      {SJ_FAMILY_WGMMA, SJ_ACCUM_PV16, 1, 512, 1},     /* smooth_v's mean */
+  };
+  for (size_t i = 0; i < sizeof calls / sizeof *calls; i++) {
+    sj_attention_params p;
+    sj_attention_params_init(&p);
+    p.batch = 1;
+    p.heads_q = p.heads_kv = H;
+    p.seq_q = p.seq_kv = calls[i].seq;
+    p.head_dim = D;
+    p.family = calls[i].family;
+    p.pv_accum = calls[i].accum;
+    p.smooth_v = calls[i].smooth_v;
+    p.causal = 1;
+    p.q = buf;
+    p.k = buf + bytes;
+    p.v = buf + 2 * bytes;
+    p.o = buf + 3 * bytes;
+    g_reset();
+    /* a context's workspace: kv_stats (finalizing), quant_qkv, attention */
+    g_capture(0, sizeof(sj_stats_args));
+    g_capture(1, sizeof(sj_quant_args));
+    const sj_status st = sj_attention(ctx, &p, NULL);
+    if (st != SJ_OK)
+      fail_msg("call %zu: %s (%s)", i, sj_status_name(st), sj_context_last_error(ctx));
+    sj_stats_args sa;
+    sj_quant_args qa;
+    assert_int_equal(g_captured(0, &sa, sizeof sa), 0);
+    assert_int_equal(g_captured(1, &qa, sizeof qa), 0);
+    /* launch 1 is quant_qkv: its geometry names this call's keys */
+    assert_int_equal(qa.g.seq_kv, calls[i].seq);
+    const int ks = (sa.flags & SJ_F_L2_KEEP_V) != 0, kq = (qa.flags & SJ_F_L2_KEEP_V) != 0;
+    if (ks != calls[i].keep || kq != calls[i].keep)
+      fail_msg("call %zu (family %d, accum %d, smooth_v %d, %d keys): kv_stats %d, "
+               "quant_qkv %d, expected %d",
+               i, (int)calls[i].family, (int)calls[i].accum, calls[i].smooth_v,
+               calls[i].seq, ks, kq, calls[i].keep);
+  }
+  sj_context_destroy(ctx);
+  unsetenv("FAKE_CUDA_L2");
+  free(buf);
+}
+
 /* kv_stats' grid: one wave of its CTAs, three per multiprocessor where
  * the shared memory holds three of their 48 KB, two on the 100 KB parts.
  * B = 4, 32 kv heads (128 heads), 1024 keys, on the fake's 132
@@ -612,6 +685,8 @@ int main(void) {
     *(void **)&g_grid_at = dlsym(lib, "fake_cuda_grid");
     *(void **)&g_memsets = dlsym(lib, "fake_cuda_memsets");
     *(void **)&g_events = dlsym(lib, "fake_cuda_events");
+    *(void **)&g_capture = dlsym(lib, "fake_cuda_capture");
+    *(void **)&g_captured = dlsym(lib, "fake_cuda_captured");
     if (!g_reset)
       g_counters = NULL;
   }
@@ -621,6 +696,7 @@ int main(void) {
       cmocka_unit_test(test_rejected_kernel_settles),
       cmocka_unit_test(test_short_causal_kernel),
       cmocka_unit_test(test_heads_first_budget),
+      cmocka_unit_test(test_l2_keep_v_flag),
       cmocka_unit_test(test_prep_launch),
       cmocka_unit_test(test_stats_wave),
       cmocka_unit_test(test_bench_timing),
