@@ -856,8 +856,9 @@ static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
    * in the L2 in between: kv_stats marks its V lines evict_last and
    * quant_qkv's last read of them is evict_first, meant to demote them
    * again.  At 1K (B = 4, H = 32) +0.8 % (D = 128) and +1.6 % (D = 64)
-   * end to end on the H200, bit-identical output (bench/NOTES.md, p18).  SAGEJIT_TUNE "l2v=0" /
-   * "l2v=1" forces it off / on (where V statistics run) for A/B runs. */
+   * end to end on the H200, bit-identical output (bench/NOTES.md, p18).
+   * SAGEJIT_TUNE "l2v=0" / "l2v=1" forces it off / on (where V statistics
+   * run) for A/B runs. */
   int keep_v = v_stats && sj_l2_keeps_v(ctx->l2_bytes,
                                         (c->varlen ? c->total_kv : c->batch * c->seq_kv) *
                                             c->heads_kv * c->head_dim * 2);
