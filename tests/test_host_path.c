@@ -88,6 +88,26 @@ static sj_context *make_ctx(const char *dir) {
   return ctx;
 }
 
+/* q, k, v and o of a call: four tensors of `bytes` each on buf (never
+ * read: the fake driver only counts launches). */
+static void point_tensors(sj_attention_params *p, char *buf, size_t bytes) {
+  p->q = buf;
+  p->k = buf + bytes;
+  p->v = buf + 2 * bytes;
+  p->o = buf + 3 * bytes;
+}
+
+/* A context on the fake driver reporting a 1 MiB L2, with its cache in
+ * g_dir/`name`, and a buffer for four tensors of `bytes` each. */
+static sj_context *small_l2_ctx(const char *name, size_t bytes, char **buf) {
+  char dir[600];
+  cache_dir(dir, sizeof dir, name);
+  *buf = aligned_alloc(256, 4 * bytes);
+  assert_non_null(*buf);
+  setenv("FAKE_CUDA_L2", "1048576", 1);
+  return make_ctx(dir);
+}
+
 static void params(sj_attention_params *p, int causal) {
   sj_attention_params_init(p);
   p->batch = 1;
@@ -294,10 +314,7 @@ static void test_short_causal_kernel(void **state) {
     p.heads_q = p.heads_kv = H;
     p.seq_q = p.seq_kv = calls[i].seq;
     p.head_dim = D;
-    p.q = buf;
-    p.k = buf + bytes;
-    p.v = buf + 2 * bytes;
-    p.o = buf + 3 * bytes;
+    point_tensors(&p, buf, bytes);
     p.causal = calls[i].causal;
     const sj_status st = sj_attention(ctx, &p, NULL);
     if (st != calls[i].want)
@@ -323,14 +340,10 @@ static void test_heads_first_budget(void **state) {
   need();
   if (!g_last_grid)
     skip();
-  char dir[600];
-  cache_dir(dir, sizeof dir, "order");
   enum { D = 128, H = 4, N_MAX = 4160 };
   const size_t bytes = (size_t)H * N_MAX * D * 2;
-  char *buf = aligned_alloc(256, 4 * bytes);
-  assert_non_null(buf);
-  setenv("FAKE_CUDA_L2", "1048576", 1);
-  sj_context *ctx = make_ctx(dir);
+  char *buf;
+  sj_context *ctx = small_l2_ctx("order", bytes, &buf);
   static const struct {
     sj_family family;
     int heads_kv, seq, heads_first;
@@ -358,10 +371,7 @@ static void test_heads_first_budget(void **state) {
     p.seq_q = p.seq_kv = calls[i].seq;
     p.head_dim = D;
     p.family = calls[i].family;
-    p.q = buf;
-    p.k = buf + bytes;
-    p.v = buf + 2 * bytes;
-    p.o = buf + 3 * bytes;
+    point_tensors(&p, buf, bytes);
     p.causal = 1;
     const sj_status st = sj_attention(ctx, &p, NULL);
     if (st != SJ_OK)
@@ -553,14 +563,10 @@ static void test_l2_keep_v_flag(void **state) {
   need();
   if (!g_capture || !g_captured)
     skip();
-  char dir[600];
-  cache_dir(dir, sizeof dir, "order");
   enum { D = 128, H = 4, N_MAX = 1024 };
   const size_t bytes = (size_t)H * N_MAX * D * 2;
-  char *buf = aligned_alloc(256, 4 * bytes);
-  assert_non_null(buf);
-  setenv("FAKE_CUDA_L2", "1048576", 1);
-  sj_context *ctx = make_ctx(dir);
+  char *buf;
+  sj_context *ctx = small_l2_ctx("order", bytes, &buf);
   static const struct {
     sj_family family;
     sj_pv_accum accum;
@@ -584,10 +590,7 @@ static void test_l2_keep_v_flag(void **state) {
     p.pv_accum = calls[i].accum;
     p.smooth_v = calls[i].smooth_v;
     p.causal = 1;
-    p.q = buf;
-    p.k = buf + bytes;
-    p.v = buf + 2 * bytes;
-    p.o = buf + 3 * bytes;
+    point_tensors(&p, buf, bytes);
     g_reset();
     /* a context's workspace: kv_stats (finalizing), quant_qkv, attention */
     g_capture(0, sizeof(sj_stats_args));
@@ -651,10 +654,7 @@ static void test_stats_wave(void **state) {
     p.seq_q = p.seq_kv = N;
     p.head_dim = D;
     p.family = SJ_FAMILY_FP8PV; /* V statistics on both targets */
-    p.q = buf;
-    p.k = buf + bytes;
-    p.v = buf + 2 * bytes;
-    p.o = buf + 3 * bytes;
+    point_tensors(&p, buf, bytes);
     g_reset();
     const sj_status st = sj_attention(ctx, &p, NULL);
     if (st != SJ_OK)
