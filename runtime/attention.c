@@ -741,14 +741,25 @@ static sj_status wgmma_maps_current(sj_context *ctx, const call *c,
  * m8).  SAGEJIT_TUNE "order=0" / "order=1" forces it off / on for A/B
  * runs. */
 #define SJ_HEADS_FIRST_BYTES ((int64_t)32 << 20)
+
+/* A development switch of SAGEJIT_TUNE for A/B runs: "name" followed by 0
+ * or 1 ("order=", "l2v="); -1 where it is absent. */
+static int tune_switch(const char *name) {
+  const char *tune = getenv("SAGEJIT_TUNE");
+  const char *w = tune ? strstr(tune, name) : NULL;
+  if (!w)
+    return -1;
+  w += strlen(name);
+  return *w == '0' || *w == '1' ? *w == '1' : -1;
+}
+
 static int causal_heads_first(const sj_context *ctx, const call *c,
                               int64_t n_qblk) {
   if (!c->causal || n_qblk > 65535)
     return 0;
-  const char *tune = getenv("SAGEJIT_TUNE");
-  const char *w = tune ? strstr(tune, "order=") : NULL;
-  if (w && (w[6] == '0' || w[6] == '1'))
-    return w[6] == '1';
+  const int forced = tune_switch("order=");
+  if (forced >= 0)
+    return forced;
   /* INT8 K and 8-bit V (or 16-bit V^T for pv16, the caller's 16-bit V for
    * FP16PV, e4m3 V and its residual for the mma family's split V) of one
    * batch's kv heads */
@@ -859,15 +870,13 @@ static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
    * end to end on the H200, bit-identical output (bench/NOTES.md, p18).
    * SAGEJIT_TUNE "l2v=0" / "l2v=1" forces it off / on (where V statistics
    * run) for A/B runs. */
-  int keep_v = v_stats && sj_l2_keeps_v(ctx->l2_bytes,
-                                        (c->varlen ? c->total_kv : c->batch * c->seq_kv) *
-                                            c->heads_kv * c->head_dim * 2);
-  {
-    const char *tune = getenv("SAGEJIT_TUNE");
-    const char *w = tune ? strstr(tune, "l2v=") : NULL;
-    if (w && (w[4] == '0' || w[4] == '1'))
-      keep_v = v_stats && w[4] == '1';
-  }
+  const int keep_forced = tune_switch("l2v=");
+  const int keep_v =
+      v_stats && (keep_forced >= 0
+                      ? keep_forced
+                      : sj_l2_keeps_v(ctx->l2_bytes,
+                                      (c->varlen ? c->total_kv : c->batch * c->seq_kv) *
+                                          c->heads_kv * c->head_dim * 2));
   if (need_stats && st == SJ_OK) {
     sj_stats_args sa;
     sj_finalize_args fa;

@@ -304,6 +304,18 @@ def _validate_dense(q: Any, k: Any, v: Any, layout: int, causal: bool,
     lib.check(st, "sj_attention", ctx)
 
 
+# The current stream's handle without a torch.cuda.Stream object (what
+# TorchInductor's generated code calls); the public call where it is absent.
+_raw_stream = getattr(getattr(torch, "_C", None), "_cuda_getCurrentRawStream",
+                      None)
+
+
+def _current_stream(device: Any) -> int:
+    if _raw_stream is not None:
+        return _raw_stream(device.index)
+    return torch.cuda.current_stream(device).cuda_stream
+
+
 # -------------------------------------------------------- dense: the kernel
 def _attention_impl(q: Any, k: Any, v: Any, layout: int, causal: bool,
                     sm_scale: float, return_lse: bool, family: int,
@@ -333,7 +345,7 @@ def _attention_impl(q: Any, k: Any, v: Any, layout: int, causal: bool,
     ws = torch.empty(size.value, dtype=torch.uint8, device=q.device)
     p.workspace = ws.data_ptr()
     p.workspace_size = size.value
-    stream = torch.cuda.current_stream(q.device).cuda_stream
+    stream = _current_stream(q.device)
     lib.check(lib.fn("sj_attention")(ctx, byref(p), stream), "sj_attention",
               ctx)
     _tls.last = (lib, ctx, p)  # for _keep_plan (an eager sageattn call)
@@ -467,7 +479,7 @@ def _varlen_impl(q: Any, k: Any, v: Any, cu_q: Any, cu_k: Any, max_q: int,
     p.cu_seqlens_q, p.cu_seqlens_kv = cu_q.data_ptr(), cu_k.data_ptr()
     p.q, p.k, p.v, p.o = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr()
     p.lse = lse.data_ptr() if return_lse else None
-    stream = torch.cuda.current_stream(q.device).cuda_stream
+    stream = _current_stream(q.device)
     size = c_size_t()
     lib.check(lib.fn("sj_attention_varlen_workspace_size")(ctx, byref(p),
                                                            byref(size)),
@@ -494,16 +506,6 @@ def _varlen_impl(q: Any, k: Any, v: Any, cu_q: Any, cu_k: Any, max_q: int,
 # of more than 64 keys per thread is dropped.
 _PLANS_MAX = 64
 _tls = threading.local()
-# The current stream's handle without a torch.cuda.Stream object (what
-# TorchInductor's generated code calls); the public call where it is absent.
-_raw_stream = getattr(getattr(torch, "_C", None), "_cuda_getCurrentRawStream",
-                      None)
-
-
-def _current_stream(device: Any) -> int:
-    if _raw_stream is not None:
-        return _raw_stream(device.index)
-    return torch.cuda.current_stream(device).cuda_stream
 
 
 class _Plan:
