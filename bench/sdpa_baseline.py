@@ -60,6 +60,7 @@ def main():
     ap.add_argument("--head-dim", default="64,128")
     ap.add_argument("--seq", default="1024,4096,16384")
     ap.add_argument("--causal", default="0,1")
+    ap.add_argument("--dtype", default="fp16", help="fp16, bf16 or both (fp16,bf16)")
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--sync-each", action="store_true",
@@ -68,13 +69,15 @@ def main():
     rows = []
     dev = torch.cuda.get_device_name()
     spin_up()
-    for d in [int(x) for x in args.head_dim.split(",")]:
+    dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16}
+    for dn in args.dtype.split(","):
+      for d in [int(x) for x in args.head_dim.split(",")]:
         for n in [int(x) for x in args.seq.split(",")]:
             for c in [int(x) for x in args.causal.split(",")]:
                 shape = (args.batch, args.heads, n, d)
-                q = torch.randn(shape, device="cuda", dtype=torch.float16)
-                k = torch.randn(shape, device="cuda", dtype=torch.float16)
-                v = torch.randn(shape, device="cuda", dtype=torch.float16)
+                q = torch.randn(shape, device="cuda", dtype=dtypes[dn])
+                k = torch.randn(shape, device="cuda", dtype=dtypes[dn])
+                v = torch.randn(shape, device="cuda", dtype=dtypes[dn])
                 flops = 4.0 * args.batch * args.heads * n * n * d
                 if c:
                     flops = 4.0 * args.batch * args.heads * d * (n * (n + 1) / 2)
@@ -88,9 +91,9 @@ def main():
                         tops = flops / (ms * 1e-3) / 1e12
                     except RuntimeError as e:
                         ms, tops = float("nan"), float("nan")
-                    rows.append({"backend": name, "d": d, "n": n, "causal": c,
-                                 "ms": ms, "tops": tops})
-                    print(f"sdpa-{name:5s} B{args.batch} H{args.heads} D{d} N{n:6d} "
+                    rows.append({"backend": name, "dtype": dn, "d": d, "n": n,
+                                 "causal": c, "ms": ms, "tops": tops})
+                    print(f"sdpa-{name:5s} {dn} B{args.batch} H{args.heads} D{d} N{n:6d} "
                           f"causal{c}: {ms:8.3f} ms {tops:7.1f} TOPS", flush=True)
     print(json.dumps({"device": dev, "torch": torch.__version__,
                       "timing": "sync_each" if args.sync_each else "back_to_back",
