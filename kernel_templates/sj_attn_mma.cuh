@@ -168,6 +168,15 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
   // (sm_90a 120 / 124 -> 80 / 72).  At D = 96 -2-3.5 %, at D = 256 -7 %.
   constexpr bool TC_HYB = !F8 && D == 128 && CAUSAL;
   constexpr bool D_FULL = TC_SUM || TC_HYB;
+  // Where the O rescale (O *= o_scale when a row max moved; the fp32 mode
+  // only) is decided: before the exps (EARLY_RESCALE) or after the packing
+  // of P, just before P.V.  Its branch ends a basic block, so placed late
+  // it keeps ptxas from issuing P.V's first mma under the last exps and
+  // packs; placed early, FP16PV causal D = 128 ran +5-7 % (attention,
+  // 1K-16K, H200), with 40 bytes fewer spills, and non-causal D = 128 -1 %
+  // (60 / 112 bytes of new spills), D = 64 +-0.2 % but causal 1K +1.4 %
+  // (bench/NOTES.md, m10).  FP8PV's fp32 mode (opt-in) was not measured.
+  constexpr bool EARLY_RESCALE = !F8 && !TWO_LEVEL && CAUSAL && D == 128;
   // Row max on the scores' bits (tree_imax): everywhere but FP8PV at
   // D <= 64 without the mask, which measured 2 % slower (H200; causal
   // +4-14 %, FP16PV +0-14 %, FP8PV D = 128 +1-6 %: bench/NOTES.md m6).
@@ -458,6 +467,43 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
     convert(mask);
 
     float o_scale[MT][2], beta[MT][2];
+    // The step's exps and the row sums' update for rows (mt, hf), with c
+    // from the max below.
+    auto exps_row = [&](const int mt, const int hf, const float c) {
+      float sum = 0.f;
+#pragma unroll
+      for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+          const float p = fast_exp2(fmaf(sf[mt][nt][2 * hf + e], mult, -c));
+          sf[mt][nt][2 * hf + e] = p;
+          if (!tc)
+            sum += p;
+        }
+      d[mt][hf] = tc ? d[mt][hf] * o_scale[mt][hf]
+                     : d[mt][hf] * o_scale[mt][hf] + (D_FULL ? quad_sum(sum) : sum);
+    };
+    // O *= o_scale where a row max moved.  Once the row maxima settle,
+    // o_scale is 1 for the whole warp: the multiply is skipped (a
+    // warp-uniform branch; the two-level modes fold the scale into their
+    // per-step fold instead).
+    auto rescale_o = [&]() {
+      bool rescale = false;
+#pragma unroll
+      for (int mt = 0; mt < MT; mt++)
+        rescale |= o_scale[mt][0] != 1.f || o_scale[mt][1] != 1.f;
+      rescale = __any_sync(0xffffffffu, rescale);
+      if (!TWO_LEVEL && rescale) {
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+          for (int nt = 0; nt < DN; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+              o[mt][nt][e] *= o_scale[mt][e >> 1];
+      }
+    };
+    float c_row[MT][2];
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -500,20 +546,20 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
         // p = 2^((x - MAGIC_F) mult - sub) = 2^(x mult - c): one FFMA; x mult
         // rounds at 2^-24 of MAGIC_F mult, ~1e-5 in log2 units for real
         // scales, far below the INT8 score error.
-        const float c = I8 ? __fmaf_ru(MAGIC_F, mult, m_p) : fmaf(MAGIC_F, mult, F8 ? m_p : m_ref);
-        float sum = 0.f;
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-          for (int e = 0; e < 2; e++) {
-            const float p = fast_exp2(fmaf(sf[mt][nt][2 * hf + e], mult, -c));
-            sf[mt][nt][2 * hf + e] = p;
-            if (!tc)
-              sum += p;
-          }
-        d[mt][hf] = tc ? d[mt][hf] * o_scale[mt][hf]
-                       : d[mt][hf] * o_scale[mt][hf] + (D_FULL ? quad_sum(sum) : sum);
+        c_row[mt][hf] = I8 ? __fmaf_ru(MAGIC_F, mult, m_p) : fmaf(MAGIC_F, mult, F8 ? m_p : m_ref);
+        if (!EARLY_RESCALE)
+          exps_row(mt, hf, c_row[mt][hf]);
       }
+    if (EARLY_RESCALE) {
+      // the O rescale before the exps: the exps, the packing and P.V are
+      // then one basic block (see EARLY_RESCALE)
+      rescale_o();
+#pragma unroll
+      for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int hf = 0; hf < 2; hf++)
+          exps_row(mt, hf, c_row[mt][hf]);
+    }
 
     // ---- P fragments (A operand of P.V), packed right away so that the
     // fp32 P values die here: 16-bit pairs or e4m3 quads.
@@ -591,22 +637,8 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
     }
 
     // ---- O = O * o_scale + P V
-    // Once the row maxima settle, o_scale is 1 for the whole warp: skip the
-    // multiply (warp-uniform branch).
-    bool rescale = false;
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-      rescale |= o_scale[mt][0] != 1.f || o_scale[mt][1] != 1.f;
-    rescale = __any_sync(0xffffffffu, rescale);
-    if (!TWO_LEVEL && rescale) {
-#pragma unroll
-      for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-        for (int nt = 0; nt < DN; nt++)
-#pragma unroll
-          for (int e = 0; e < 4; e++)
-            o[mt][nt][e] *= o_scale[mt][e >> 1];
-    }
+    if (!EARLY_RESCALE)
+      rescale_o();
 #pragma unroll
     for (int grp = 0; grp < (TWO_LEVEL ? DN / 2 / GP : 1); grp++) {
       constexpr int NPG = TWO_LEVEL ? GP : DN / 2; // pairs in this pass
