@@ -71,30 +71,33 @@ def main():
     spin_up()
     dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16}
     for dn in args.dtype.split(","):
-      for d in [int(x) for x in args.head_dim.split(",")]:
-        for n in [int(x) for x in args.seq.split(",")]:
-            for c in [int(x) for x in args.causal.split(",")]:
-                shape = (args.batch, args.heads, n, d)
-                q = torch.randn(shape, device="cuda", dtype=dtypes[dn])
-                k = torch.randn(shape, device="cuda", dtype=dtypes[dn])
-                v = torch.randn(shape, device="cuda", dtype=dtypes[dn])
-                flops = 4.0 * args.batch * args.heads * n * n * d
-                if c:
-                    flops = 4.0 * args.batch * args.heads * d * (n * (n + 1) / 2)
-                for name, be in (("cudnn", SDPBackend.CUDNN_ATTENTION),
-                                 ("flash", SDPBackend.FLASH_ATTENTION)):
-                    try:
-                        with sdpa_kernel(be):
-                            ms = bench(lambda: F.scaled_dot_product_attention(
-                                q, k, v, is_causal=bool(c)), args.warmup, args.iters,
-                                args.sync_each)
-                        tops = flops / (ms * 1e-3) / 1e12
-                    except RuntimeError as e:
-                        ms, tops = float("nan"), float("nan")
-                    rows.append({"backend": name, "dtype": dn, "d": d, "n": n,
-                                 "causal": c, "ms": ms, "tops": tops})
-                    print(f"sdpa-{name:5s} {dn} B{args.batch} H{args.heads} D{d} N{n:6d} "
-                          f"causal{c}: {ms:8.3f} ms {tops:7.1f} TOPS", flush=True)
+        if dn not in dtypes:
+            ap.error(f"--dtype: {dn!r} is not fp16 or bf16")
+    for dn in args.dtype.split(","):
+        for d in [int(x) for x in args.head_dim.split(",")]:
+            for n in [int(x) for x in args.seq.split(",")]:
+                for c in [int(x) for x in args.causal.split(",")]:
+                    shape = (args.batch, args.heads, n, d)
+                    q = torch.randn(shape, device="cuda", dtype=dtypes[dn])
+                    k = torch.randn(shape, device="cuda", dtype=dtypes[dn])
+                    v = torch.randn(shape, device="cuda", dtype=dtypes[dn])
+                    flops = 4.0 * args.batch * args.heads * n * n * d
+                    if c:
+                        flops = 4.0 * args.batch * args.heads * d * (n * (n + 1) / 2)
+                    for name, be in (("cudnn", SDPBackend.CUDNN_ATTENTION),
+                                     ("flash", SDPBackend.FLASH_ATTENTION)):
+                        try:
+                            with sdpa_kernel(be):
+                                ms = bench(lambda: F.scaled_dot_product_attention(
+                                    q, k, v, is_causal=bool(c)), args.warmup, args.iters,
+                                    args.sync_each)
+                            tops = flops / (ms * 1e-3) / 1e12
+                        except RuntimeError as e:
+                            ms, tops = float("nan"), float("nan")
+                        rows.append({"backend": name, "dtype": dn, "d": d, "n": n,
+                                     "causal": c, "ms": ms, "tops": tops})
+                        print(f"sdpa-{name:5s} {dn} B{args.batch} H{args.heads} D{d} N{n:6d} "
+                              f"causal{c}: {ms:8.3f} ms {tops:7.1f} TOPS", flush=True)
     print(json.dumps({"device": dev, "torch": torch.__version__,
                       "timing": "sync_each" if args.sync_each else "back_to_back",
                       "results": rows}))
