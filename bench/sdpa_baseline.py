@@ -66,13 +66,13 @@ def main():
     ap.add_argument("--sync-each", action="store_true",
                     help="wait for each timed call (host launch latency included)")
     args = ap.parse_args()
-    rows = []
-    dev = torch.cuda.get_device_name()
-    spin_up()
     dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16}
     for dn in args.dtype.split(","):
         if dn not in dtypes:
             ap.error(f"--dtype: {dn!r} is not fp16 or bf16")
+    rows = []
+    dev = torch.cuda.get_device_name()
+    spin_up()
     for dn in args.dtype.split(","):
         for d in [int(x) for x in args.head_dim.split(",")]:
             for n in [int(x) for x in args.seq.split(",")]:
