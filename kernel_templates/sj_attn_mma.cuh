@@ -46,7 +46,7 @@ struct KvSrc {
 // one 64-bit add per pass: the per-chunk row products (a 64-bit multiply per
 // row and tile) cost ~25 registers live across the loop and ~190
 // instructions per tile.
-template <int FAM, int D, int NTHREADS, bool SPLIT> struct KvLoader {
+template <int FAM, int D, int NTHREADS, bool SPLIT, bool VFULL = false> struct KvLoader {
   typedef AttnSmem<FAM, D, SPLIT> S;
   static constexpr bool F8 = FAM == FP8PV;
   static constexpr int K_CPR = D / 16, K_CH = BLK_K * K_CPR;
@@ -73,8 +73,9 @@ template <int FAM, int D, int NTHREADS, bool SPLIT> struct KvLoader {
     rows_left = src.len_kv;
   }
 
+  template <bool FULL>
   __device__ __forceinline__ void v_chunk(u8 *sV, int r, int c, const u8 *src) {
-    if (F8) {
+    if (F8 || FULL) {
       cp_async16(sV + r * S::V_PITCH + c * 16, src, 16);
     } else {
       // token rows past the sequence are zero-filled, never read
@@ -83,8 +84,16 @@ template <int FAM, int D, int NTHREADS, bool SPLIT> struct KvLoader {
     }
   }
 
-  // The next tile into (sK, sV).
+  // The next tile into (sK, sV).  VFULL, FP16 V: a tile whose 64 rows
+  // are all inside the sequence is copied without the per-chunk bound (a
+  // warp-uniform branch; see LEAN in attn_mma).
   __device__ __forceinline__ void load(u8 *sK, u8 *sV) {
+    if (VFULL && !F8 && rows_left >= BLK_K)
+      load_impl<true>(sK, sV);
+    else
+      load_impl<false>(sK, sV);
+  }
+  template <bool FULL> __device__ __forceinline__ void load_impl(u8 *sK, u8 *sV) {
 #pragma unroll
     for (int it = 0; it < (K_CH + NTHREADS - 1) / NTHREADS; it++) {
       const int i = it * NTHREADS + threadIdx.x;
@@ -102,7 +111,7 @@ template <int FAM, int D, int NTHREADS, bool SPLIT> struct KvLoader {
           break;
         if (SPLIT && it * V_RPI == D)
           p = v + v_lo + r0 * v_pitch + c * 16; // the residual's rows
-        v_chunk(sV, r, c, p);
+        v_chunk<FULL>(sV, r, c, p);
         p += step;
       }
     } else {
@@ -112,7 +121,7 @@ template <int FAM, int D, int NTHREADS, bool SPLIT> struct KvLoader {
         if (V_CH % NTHREADS == 0 || i < V_CH) {
           const int r = i / V_CPR, c = i % V_CPR;
           const u8 *row = SPLIT && r >= D ? v + v_lo + (r - D) * v_pitch : v + r * v_pitch;
-          v_chunk(sV, r, c, row + c * 16);
+          v_chunk<FULL>(sV, r, c, row + c * 16);
         }
       }
     }
@@ -177,6 +186,13 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
   // (60 / 112 bytes of new spills), D = 64 +-0.2 % but causal 1K +1.4 %
   // (bench/NOTES.md, m10).  FP8PV's fp32 mode (opt-in) was not measured.
   constexpr bool EARLY_RESCALE = !F8 && !TWO_LEVEL && CAUSAL && D == 128;
+  // FP16PV D = 64 without the mask, fp32 mode: each tile's k_scale loaded
+  // one tile ahead (at the top of its own tile the load's latency runs
+  // into the first Q.K^T), and full FP16 V tiles copied without the
+  // per-chunk bound (KvLoader VFULL): +5.6 / +6.2 / +5.7 % end to end at
+  // 1K / 4K / 16K (H200).  Under the mask +2.0 / -0.4 / -0.4 %; at D = 128
+  // both cost 4-7 % (the early load alone 2-6 %): bench/NOTES.md m11.
+  constexpr bool LEAN = !F8 && !TWO_LEVEL && !CAUSAL && D == 64;
   // Row max on the scores' bits (tree_imax): everywhere but FP8PV at
   // D <= 64 without the mask, which measured 2 % slower (H200; causal
   // +4-14 %, FP16PV +0-14 %, FP8PV D = 128 +1-6 %: bench/NOTES.md m6).
@@ -279,7 +295,7 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
     }
     cp_async_commit();
   }
-  KvLoader<FAM, D, NTHREADS, SPLIT> ld;
+  KvLoader<FAM, D, NTHREADS, SPLIT, LEAN> ld;
   ld.init(src);
   if (n_tiles > 0) {
     ld.load(sK0, sV0);
@@ -347,6 +363,15 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
   }
 
   const int row_base = q0 + warp * WARP_Q; // first query row of the warp
+  // k_scale is per 64-key block: shared by a tile's sub-steps
+  auto k_scale_at = [&](int j) {
+    const float *ks = (const float *)a.k_scale;
+    const i64 base = bhk * G.n_kblk + j;
+    return QG == PER_THREAD ? ks[base * 4 + t] : ks[base];
+  };
+  float k_scale_next = 0.f; // LEAN: the next tile's
+  if (LEAN && n_tiles > 0)
+    k_scale_next = k_scale_at(0);
   for (int j = 0; j < n_tiles; j++) {
     const int st = STAGES > 1 ? j % STAGES : 0;
     u8 *sK = sK0 + st * S::K_BYTES;
@@ -382,12 +407,13 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
       __syncthreads();
     }
 
-    // k_scale is per 64-key block: shared by the sub-steps
     float k_scale;
-    {
-      const float *ks = (const float *)a.k_scale;
-      const i64 base = bhk * G.n_kblk + j;
-      k_scale = QG == PER_THREAD ? ks[base * 4 + t] : ks[base];
+    if (LEAN) {
+      k_scale = k_scale_next;
+      if (j + 1 < n_tiles)
+        k_scale_next = k_scale_at(j + 1);
+    } else {
+      k_scale = k_scale_at(j);
     }
     // One step of KSUB keys: Q.K^T, softmax, P.V.  Called with a literal
     // `mask` at two sites, so each inlined copy is specialized: the common
