@@ -186,13 +186,13 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
   // (60 / 112 bytes of new spills), D = 64 +-0.2 % but causal 1K +1.4 %
   // (bench/NOTES.md, m10).  FP8PV's fp32 mode (opt-in) was not measured.
   constexpr bool EARLY_RESCALE = !F8 && !TWO_LEVEL && CAUSAL && D == 128;
-  // FP16PV D = 64 without the mask, fp32 mode: each tile's k_scale loaded
-  // one tile ahead (at the top of its own tile the load's latency runs
-  // into the first Q.K^T), and full FP16 V tiles copied without the
-  // per-chunk bound (KvLoader VFULL): +5.6 / +6.2 / +5.7 % end to end at
-  // 1K / 4K / 16K (H200).  Under the mask +2.0 / -0.4 / -0.4 %; at D = 128
-  // both cost 4-7 % (the early load alone 2-6 %): bench/NOTES.md m11.
-  constexpr bool LEAN = !F8 && !TWO_LEVEL && !CAUSAL && D == 64;
+  // FP16PV D = 64, fp32 mode: each tile's k_scale loaded one tile ahead
+  // (at the top of its own tile the load's latency runs into the first
+  // Q.K^T), and full FP16 V tiles copied without the per-chunk bound
+  // (KvLoader VFULL): +5.6 / +6.2 / +5.7 % end to end at 1K / 4K / 16K
+  // (H200), causal +1.8 / +1.3 / +0.2 %.  At D = 128 both cost 4-7 % (the
+  // early load alone 2-6 %): bench/NOTES.md m11.
+  constexpr bool LEAN = !F8 && !TWO_LEVEL && D == 64;
   // Row max on the scores' bits (tree_imax): everywhere but FP8PV at
   // D <= 64 without the mask, which measured 2 % slower (H200; causal
   // +4-14 %, FP16PV +0-14 %, FP8PV D = 128 +1-6 %: bench/NOTES.md m6).
