@@ -742,22 +742,11 @@ static sj_status wgmma_maps_current(sj_context *ctx, const call *c,
  * runs. */
 #define SJ_HEADS_FIRST_BYTES ((int64_t)32 << 20)
 
-/* A development switch of SAGEJIT_TUNE for A/B runs: "name" followed by 0
- * or 1 ("order=", "l2v="); -1 where it is absent. */
-static int tune_switch(const char *name) {
-  const char *tune = getenv("SAGEJIT_TUNE");
-  const char *w = tune ? strstr(tune, name) : NULL;
-  if (!w)
-    return -1;
-  w += strlen(name);
-  return *w == '0' || *w == '1' ? *w == '1' : -1;
-}
-
 static int causal_heads_first(const sj_context *ctx, const call *c,
                               int64_t n_qblk) {
   if (!c->causal || n_qblk > 65535)
     return 0;
-  const int forced = tune_switch("order=");
+  const int forced = sj_tune_int("order=", 0, 1, -1);
   if (forced >= 0)
     return forced;
   /* INT8 K and 8-bit V (or 16-bit V^T for pv16, the caller's 16-bit V for
@@ -870,7 +859,7 @@ static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
    * end to end on the H200, bit-identical output (bench/NOTES.md, p18).
    * SAGEJIT_TUNE "l2v=0" / "l2v=1" forces it off / on (where V statistics
    * run) for A/B runs. */
-  const int keep_forced = tune_switch("l2v=");
+  const int keep_forced = sj_tune_int("l2v=", 0, 1, -1);
   const int keep_v =
       v_stats && (keep_forced >= 0
                       ? keep_forced

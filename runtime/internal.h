@@ -219,6 +219,9 @@ int sj_wgmma_ctas_per_sm(int head_dim, int bn, int nc);
  * them there for quant_qkv (SJ_F_L2_KEEP_V): at most 3/4 of it (l2_bytes
  * 0, unknown: no). */
 int sj_l2_keeps_v(int64_t l2_bytes, int64_t v_bytes);
+/* A development knob of SAGEJIT_TUNE for A/B runs: the integer after
+ * `name` ("stages=") if it is a or b, else dflt (also when unset). */
+int sj_tune_int(const char *name, int a, int b, int dflt);
 /* NVRTC options for a spec on a target; returns the count (<= max). */
 int sj_spec_options(const sj_spec *s, const sj_target *t, char opts[][64],
                     int max);

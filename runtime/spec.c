@@ -200,7 +200,7 @@ int sj_spec_options(const sj_spec *s, const sj_target *t, char opts[][64],
  * warpgroup and no producer, 1 or 2 with a producer) and stages
  * of attn_wgmma.  All are in the name expression, hence in the cache key;
  * "ks=1" (smooth_k's mean over every key) is a kernel argument. */
-static int tune_int(const char *name, int a, int b, int dflt) {
+int sj_tune_int(const char *name, int a, int b, int dflt) {
   const char *v = getenv("SAGEJIT_TUNE");
   const char *w = v ? strstr(v, name) : NULL;
   if (w) {
@@ -231,7 +231,7 @@ static int wgmma_stages(const sj_target *t, int head_dim, int bn, sj_pv_accum ac
                         int nc) {
   const int per_sm = sj_wgmma_ctas_per_sm(head_dim, bn, nc);
   const int smem_cap = (t->smem_optin + 1024) / per_sm - 1024;
-  int stages = tune_int("stages=", 2, 3, 3);
+  int stages = sj_tune_int("stages=", 2, 3, 3);
   if (wgmma_attn_smem(head_dim, bn, stages, acc, nc) > smem_cap)
     stages = 2;
   if (nc == 0 && wgmma_attn_smem(head_dim, bn, stages, acc, nc) > smem_cap)
@@ -337,14 +337,14 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
   /* smooth_k's mean from every fourth key once a sequence has 1024 (a
    * kernel argument, not in the cache key; SJ_K_SAMPLE_MIN): kv_stats
    * reads a quarter of K.  "ks=1" takes every key. */
-  out->k_sample = tune_int("ks=", 1, 4, 4);
+  out->k_sample = sj_tune_int("ks=", 1, 4, 4);
   if (fam == SJ_FAMILY_WGMMA) {
     /* 16 rows per consumer warp (wgmma m64 over a warpgroup), so the Q
      * scale layout of the quantizer is its WARP_Q = 16 one.  128 keys per
      * tile; at D = 256 64, which keeps O, the tile accumulator and S in
      * the consumers' 240 registers.  Two stages, three at D <= 128. */
     out->warp_q = 16;
-    out->ksub = tune_int("bn=", 64, 128, head_dim == 256 ? 64 : 128);
+    out->ksub = sj_tune_int("bn=", 64, 128, head_dim == 256 ? 64 : 128);
     /* 64 query rows per consumer warpgroup.  At D = 128 and 256 two
      * consumers share each K/V tile with a producer warpgroup; one consumer
      * per CTA (two CTAs per multiprocessor) needs twice the K/V traffic
@@ -357,10 +357,10 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
      * measured solo).  At D = 128 calls of at most SJ_SOLO_SEQ keys take
      * solo CTAs too (sj_plan_solo, sj_plan_short); longer ones keep two
      * consumers. */
-    const int nc = tune_int("nc=", 0, 1, -1); /* nc=0, 1 or 2 */
+    const int nc = sj_tune_int("nc=", 0, 1, -1); /* nc=0, 1 or 2 */
     out->wg_consumers =
         nc >= 0 ? nc
-                : tune_int("nc=", 2, 2,
+                : sj_tune_int("nc=", 2, 2,
                            head_dim == 64 ? (acc == SJ_ACCUM_PV16 ? 1 : 0) : 2);
     /* Several CTAs share a multiprocessor's shared memory (each also keeps
      * 1 KB for the system). */
@@ -368,13 +368,13 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
   } else {
   /* 32 rows per warp share each K/V fragment between two m-tiles; at
    * D = 256 the O accumulator alone needs 128 registers per m-tile. */
-  out->warp_q = tune_int("warp_q=", 16, 32, head_dim <= 128 ? 32 : 16);
+  out->warp_q = sj_tune_int("warp_q=", 16, 32, head_dim <= 128 ? 32 : 16);
   /* One online-softmax step per 64-key tile: half the per-step work
    * (shuffles, rescale test, barrier waits) per key and twice the
    * independent mma chains.  At D = 128 it spills 0-80 bytes per thread
    * and still beats two 32-key steps by 10-20 % (bench/NOTES.md, m2);
    * D = 256 (16-row warps) keeps 32. */
-  out->ksub = tune_int("ksub=", 32, 64, head_dim > 128 ? 32 : 64);
+  out->ksub = sj_tune_int("ksub=", 32, 64, head_dim > 128 ? 32 : 64);
   /* Three buffers (one barrier per tile) when two CTAs still fit on a
    * multiprocessor, else two, else one.  At D = 64 two (two barriers per
    * tile, the next tile's copies issued after the second): on the H200
@@ -385,7 +385,7 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
                    ? 3
                    : (attn_smem(fam, head_dim, 2, split) <= t->smem_optin ? 2
                                                                           : 1);
-  const int want = tune_int("stages=", 2, 3, 0);
+  const int want = sj_tune_int("stages=", 2, 3, 0);
   if (want && attn_smem(fam, head_dim, want, split) <= t->smem_optin)
     stages = want;
   out->stages = stages;
