@@ -186,13 +186,25 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
   // (60 / 112 bytes of new spills), D = 64 +-0.2 % but causal 1K +1.4 %
   // (bench/NOTES.md, m10).  FP8PV's fp32 mode (opt-in) was not measured.
   constexpr bool EARLY_RESCALE = !F8 && !TWO_LEVEL && CAUSAL && D == 128;
-  // FP16PV D = 64, fp32 mode: each tile's k_scale loaded one tile ahead
-  // (at the top of its own tile the load's latency runs into the first
-  // Q.K^T), and full FP16 V tiles copied without the per-chunk bound
-  // (KvLoader VFULL): +5.6 / +6.2 / +5.7 % end to end at 1K / 4K / 16K
-  // (H200), causal +1.8 / +1.3 / +0.2 %.  At D = 128 both cost 4-7 % (the
-  // early load alone 2-6 %): bench/NOTES.md m11.
-  constexpr bool LEAN = !F8 && !TWO_LEVEL && D == 64;
+  // FP16PV at D = 32, 64 and 256, fp32 mode: each tile's k_scale loaded
+  // one tile ahead (at the top of its own tile the load's latency runs into
+  // the first Q.K^T), and full FP16 V tiles copied without the per-chunk
+  // bound (KvLoader VFULL).  End to end at 1K / 4K / 16K (H200): D = 64
+  // +5.6 / +6.2 / +5.7 % (causal +1.8 / +1.3 / +0.2 %), D = 32 +7.1 / +12.0
+  // / +9.4 % (causal +0.2-1.7 %), D = 256 +3.4-4.9 % (causal +2.2-4.0 %).
+  // At D = 128 both cost 4-7 % (the early load alone 2-6 %), at D = 96
+  // -1.2 to +2.2 %: bench/NOTES.md m11, m12.
+  constexpr bool LEAN = !F8 && !TWO_LEVEL && (D == 32 || D == 64 || D == 256);
+  // CHUNKED: the fp32 mode's exps, packing, row sums and P.V in k-chunk
+  // order (16 keys; 32 for FP8): chunk kc's P.V issued in source order
+  // right after its exps, so that the MUFU work of chunk kc + 1 can go
+  // under the HMMA of chunk kc, and the scores die chunk by chunk.  The O
+  // rescale comes first (as EARLY_RESCALE).  FP16PV causal, end to end at
+  // 1K / 4K / 16K (H200): D = 32 +2.8 / +5.6 / +7.4 % over LEAN alone, D = 64
+  // +3.1-3.5 % (+3.2-5.2 % with LEAN), D = 96 +1.3 / +2.3 / +2.8 %.  Not
+  // at D = 256 causal (-0.5 to -0.8 % against LEAN alone), non-causal D = 64
+  // (-2.0 to -4.5 %) or D = 128 (-1.5 to -2.8 %): bench/NOTES.md m12.
+  constexpr bool CHUNKED = !F8 && !TWO_LEVEL && CAUSAL && (D == 32 || D == 64 || D == 96);
   // Row max on the scores' bits (tree_imax): everywhere but FP8PV at
   // D <= 64 without the mask, which measured 2 % slower (H200; causal
   // +4-14 %, FP16PV +0-14 %, FP8PV D = 128 +1-6 %: bench/NOTES.md m6).
@@ -573,10 +585,10 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
         // rounds at 2^-24 of MAGIC_F mult, ~1e-5 in log2 units for real
         // scales, far below the INT8 score error.
         c_row[mt][hf] = I8 ? __fmaf_ru(MAGIC_F, mult, m_p) : fmaf(MAGIC_F, mult, F8 ? m_p : m_ref);
-        if (!EARLY_RESCALE)
+        if (!EARLY_RESCALE && !CHUNKED)
           exps_row(mt, hf, c_row[mt][hf]);
       }
-    if (EARLY_RESCALE) {
+    if (EARLY_RESCALE && !CHUNKED) {
       // the O rescale before the exps: the exps, the packing and P.V are
       // then one basic block (see EARLY_RESCALE)
       rescale_o();
@@ -590,10 +602,7 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
     // ---- P fragments (A operand of P.V), packed right away so that the
     // fp32 P values die here: 16-bit pairs or e4m3 quads.
     u32 pa[MT][KC][4];
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-      for (int kc = 0; kc < KC; kc++) {
+    auto pack_chunk = [&](const int mt, const int kc) {
         if (I8) {
           const float *s0 = sf[mt][4 * kc], *s1 = sf[mt][4 * kc + 1];
           const float *s2 = sf[mt][4 * kc + 2], *s3 = sf[mt][4 * kc + 3];
@@ -626,7 +635,85 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
             pa[mt][kc][3] = pack2<FP16>(s1[2], s1[3]);
           }
         }
+    };
+    if (!CHUNKED) {
+#pragma unroll
+      for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int kc = 0; kc < KC; kc++)
+          pack_chunk(mt, kc);
+    }
+    if (CHUNKED) {
+      // exps, packing, row sums and P.V chunk by chunk (see CHUNKED)
+      rescale_o();
+      constexpr int NPK = F8 ? 4 : 2; // n-tiles of S per k-chunk
+      float rs[MT][2], dacc[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; mt++) {
+        rs[mt][0] = rs[mt][1] = 0.f;
+        dacc[mt][0] = d[mt][0] * o_scale[mt][0];
+        dacc[mt][2] = d[mt][1] * o_scale[mt][1];
+        dacc[mt][1] = dacc[mt][3] = 0.f;
       }
+#pragma unroll
+      for (int kc = 0; kc < KC; kc++) {
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+#pragma unroll
+          for (int q = 0; q < NPK; q++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+              const int nt = kc * NPK + q;
+              const float p = fast_exp2(fmaf(sf[mt][nt][e], mult, -c_row[mt][e >> 1]));
+              sf[mt][nt][e] = p;
+              if (!tc)
+                rs[mt][e >> 1] += p;
+            }
+          pack_chunk(mt, kc);
+          if (tc) {
+            const u32 ones = F8 ? 0x38383838u : PV_BF16 ? 0x3F803F80u : 0x3C003C00u;
+            if (F8)
+              mma_e4m3_f32(dacc[mt], pa[mt][kc], ones, ones);
+            else if (PV_BF16)
+              mma_bf16_f32(dacc[mt], pa[mt][kc], ones, ones);
+            else
+              mma_f16_f32(dacc[mt], pa[mt][kc], ones, ones);
+          }
+        }
+#pragma unroll
+        for (int np = 0; np < DN / 2; np++) {
+          u32 b0, b1, b2, b3;
+          if (F8) {
+            const int ch = np * 16 + (mi >> 1) * 8 + lr;
+            const int col = koff + kc * 32 + (mi & 1) * 16;
+            ldmatrix_x4(b0, b1, b2, b3, sV + ch * S::V_PITCH + col);
+          } else {
+            const int tok = koff + kc * 16 + (mi & 1) * 8 + lr;
+            const int ch = np * 16 + (mi >> 1) * 8;
+            ldmatrix_x4_trans(b0, b1, b2, b3, sV + tok * S::V_PITCH + ch * 2);
+          }
+#pragma unroll
+          for (int mt = 0; mt < MT; mt++) {
+            if (F8) {
+              mma_e4m3_f32(o[mt][2 * np], pa[mt][kc], b0, b1);
+              mma_e4m3_f32(o[mt][2 * np + 1], pa[mt][kc], b2, b3);
+            } else if (PV_BF16) {
+              mma_bf16_f32(o[mt][2 * np], pa[mt][kc], b0, b1);
+              mma_bf16_f32(o[mt][2 * np + 1], pa[mt][kc], b2, b3);
+            } else {
+              mma_f16_f32(o[mt][2 * np], pa[mt][kc], b0, b1);
+              mma_f16_f32(o[mt][2 * np + 1], pa[mt][kc], b2, b3);
+            }
+          }
+        }
+      }
+#pragma unroll
+      for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int hf = 0; hf < 2; hf++)
+          d[mt][hf] = tc ? dacc[mt][2 * hf]
+                         : d[mt][hf] * o_scale[mt][hf] + (D_FULL ? quad_sum(rs[mt][hf]) : rs[mt][hf]);
+    }
 
     // Row sums on the tensor core: P (as rounded for P.V) times a B of
     // ones gives the step's whole row sum in one mma per k-chunk and
@@ -643,7 +730,7 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
         d[mt][0] = fma_ieee(__int_as_float(acc[0]), beta[mt][0], d[mt][0]);
         d[mt][1] = fma_ieee(__int_as_float(acc[2]), beta[mt][1], d[mt][1]);
       }
-    } else if (tc) {
+    } else if (tc && !CHUNKED) {
       const u32 ones = F8 ? 0x38383838u : PV_BF16 ? 0x3F803F80u : 0x3C003C00u;
 #pragma unroll
       for (int mt = 0; mt < MT; mt++) {
@@ -663,10 +750,10 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
     }
 
     // ---- O = O * o_scale + P V
-    if (!EARLY_RESCALE)
+    if (!EARLY_RESCALE && !CHUNKED)
       rescale_o();
 #pragma unroll
-    for (int grp = 0; grp < (TWO_LEVEL ? DN / 2 / GP : 1); grp++) {
+    for (int grp = 0; grp < (CHUNKED ? 0 : TWO_LEVEL ? DN / 2 / GP : 1); grp++) {
       constexpr int NPG = TWO_LEVEL ? GP : DN / 2; // pairs in this pass
       float acc[TWO_LEVEL && !I8 ? MT : 1][TWO_LEVEL && !I8 ? 2 * GP : 1][4];
       i32 acci[I8 ? MT : 1][I8 ? 2 * GP : 1][4];
