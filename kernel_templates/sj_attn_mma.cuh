@@ -602,6 +602,31 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
     // ---- P fragments (A operand of P.V), packed right away so that the
     // fp32 P values die here: 16-bit pairs or e4m3 quads.
     u32 pa[MT][KC][4];
+    // P.V (and the row sums' P times ones) into fp32: the e4m3, bf16 or
+    // fp16 mma of the family
+    auto mma_p32 = [&](float *c, const u32 *pk, const u32 b0, const u32 b1) {
+      if (F8)
+        mma_e4m3_f32(c, pk, b0, b1);
+      else if (PV_BF16)
+        mma_bf16_f32(c, pk, b0, b1);
+      else
+        mma_f16_f32(c, pk, b0, b1);
+    };
+    constexpr u32 P_ONES = F8 ? 0x38383838u : PV_BF16 ? 0x3F803F80u : 0x3C003C00u;
+    // The B fragments of V for k-chunk kc and channel pair np: e4m3 V^T
+    // rows (FP8) or 16-bit V rows transposed by ldmatrix
+    auto v_frag = [&](const u8 *vb, const int kc, const int np, u32 &b0, u32 &b1, u32 &b2,
+                      u32 &b3) {
+      if (F8) {
+        const int ch = np * 16 + (mi >> 1) * 8 + lr;
+        const int col = koff + kc * 32 + (mi & 1) * 16;
+        ldmatrix_x4(b0, b1, b2, b3, vb + ch * S::V_PITCH + col);
+      } else {
+        const int tok = koff + kc * 16 + (mi & 1) * 8 + lr;
+        const int ch = np * 16 + (mi >> 1) * 8;
+        ldmatrix_x4_trans(b0, b1, b2, b3, vb + tok * S::V_PITCH + ch * 2);
+      }
+    };
     auto pack_chunk = [&](const int mt, const int kc) {
         if (I8) {
           const float *s0 = sf[mt][4 * kc], *s1 = sf[mt][4 * kc + 1];
@@ -670,40 +695,17 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
                 rs[mt][e >> 1] += p;
             }
           pack_chunk(mt, kc);
-          if (tc) {
-            const u32 ones = F8 ? 0x38383838u : PV_BF16 ? 0x3F803F80u : 0x3C003C00u;
-            if (F8)
-              mma_e4m3_f32(dacc[mt], pa[mt][kc], ones, ones);
-            else if (PV_BF16)
-              mma_bf16_f32(dacc[mt], pa[mt][kc], ones, ones);
-            else
-              mma_f16_f32(dacc[mt], pa[mt][kc], ones, ones);
-          }
+          if (tc)
+            mma_p32(dacc[mt], pa[mt][kc], P_ONES, P_ONES);
         }
 #pragma unroll
         for (int np = 0; np < DN / 2; np++) {
           u32 b0, b1, b2, b3;
-          if (F8) {
-            const int ch = np * 16 + (mi >> 1) * 8 + lr;
-            const int col = koff + kc * 32 + (mi & 1) * 16;
-            ldmatrix_x4(b0, b1, b2, b3, sV + ch * S::V_PITCH + col);
-          } else {
-            const int tok = koff + kc * 16 + (mi & 1) * 8 + lr;
-            const int ch = np * 16 + (mi >> 1) * 8;
-            ldmatrix_x4_trans(b0, b1, b2, b3, sV + tok * S::V_PITCH + ch * 2);
-          }
+          v_frag(sV, kc, np, b0, b1, b2, b3);
 #pragma unroll
           for (int mt = 0; mt < MT; mt++) {
-            if (F8) {
-              mma_e4m3_f32(o[mt][2 * np], pa[mt][kc], b0, b1);
-              mma_e4m3_f32(o[mt][2 * np + 1], pa[mt][kc], b2, b3);
-            } else if (PV_BF16) {
-              mma_bf16_f32(o[mt][2 * np], pa[mt][kc], b0, b1);
-              mma_bf16_f32(o[mt][2 * np + 1], pa[mt][kc], b2, b3);
-            } else {
-              mma_f16_f32(o[mt][2 * np], pa[mt][kc], b0, b1);
-              mma_f16_f32(o[mt][2 * np + 1], pa[mt][kc], b2, b3);
-            }
+            mma_p32(o[mt][2 * np], pa[mt][kc], b0, b1);
+            mma_p32(o[mt][2 * np + 1], pa[mt][kc], b2, b3);
           }
         }
       }
@@ -731,19 +733,12 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
         d[mt][1] = fma_ieee(__int_as_float(acc[2]), beta[mt][1], d[mt][1]);
       }
     } else if (tc && !CHUNKED) {
-      const u32 ones = F8 ? 0x38383838u : PV_BF16 ? 0x3F803F80u : 0x3C003C00u;
 #pragma unroll
       for (int mt = 0; mt < MT; mt++) {
         float acc[4] = {d[mt][0], 0.f, d[mt][1], 0.f};
 #pragma unroll
-        for (int kc = 0; kc < KC; kc++) {
-          if (F8)
-            mma_e4m3_f32(acc, pa[mt][kc], ones, ones);
-          else if (PV_BF16)
-            mma_bf16_f32(acc, pa[mt][kc], ones, ones);
-          else
-            mma_f16_f32(acc, pa[mt][kc], ones, ones);
-        }
+        for (int kc = 0; kc < KC; kc++)
+          mma_p32(acc, pa[mt][kc], P_ONES, P_ONES);
         d[mt][0] = acc[0];
         d[mt][1] = acc[2];
       }
@@ -785,21 +780,13 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
         for (int pi = 0; pi < NPG; pi++) {
           const int np = grp * NPG + pi;
           u32 b0, b1, b2, b3;
-          if (F8) {
-            const int ch = np * 16 + (mi >> 1) * 8 + lr;
-            const int col = koff + kc * 32 + (mi & 1) * 16;
-            ldmatrix_x4(b0, b1, b2, b3, sVp + ch * S::V_PITCH + col);
-          } else {
-            const int tok = koff + kc * 16 + (mi & 1) * 8 + lr;
-            const int ch = np * 16 + (mi >> 1) * 8;
-            ldmatrix_x4_trans(b0, b1, b2, b3, sV + tok * S::V_PITCH + ch * 2);
-            if (DT == BF16 && !PV_BF16) {
-              // bf16 V entering fp16 arithmetic (fp16+fp32 mode).
-              b0 = pack2_f16_sat(bf2f((u16)(b0 & 0xffff)), bf2f((u16)(b0 >> 16)));
-              b1 = pack2_f16_sat(bf2f((u16)(b1 & 0xffff)), bf2f((u16)(b1 >> 16)));
-              b2 = pack2_f16_sat(bf2f((u16)(b2 & 0xffff)), bf2f((u16)(b2 >> 16)));
-              b3 = pack2_f16_sat(bf2f((u16)(b3 & 0xffff)), bf2f((u16)(b3 >> 16)));
-            }
+          v_frag(sVp, kc, np, b0, b1, b2, b3); // sVp is sV unless split V
+          if (!F8 && DT == BF16 && !PV_BF16) {
+            // bf16 V entering fp16 arithmetic (fp16+fp32 mode).
+            b0 = pack2_f16_sat(bf2f((u16)(b0 & 0xffff)), bf2f((u16)(b0 >> 16)));
+            b1 = pack2_f16_sat(bf2f((u16)(b1 & 0xffff)), bf2f((u16)(b1 >> 16)));
+            b2 = pack2_f16_sat(bf2f((u16)(b2 & 0xffff)), bf2f((u16)(b2 >> 16)));
+            b3 = pack2_f16_sat(bf2f((u16)(b3 & 0xffff)), bf2f((u16)(b3 >> 16)));
           }
 #pragma unroll
           for (int mt = 0; mt < MT; mt++) {
