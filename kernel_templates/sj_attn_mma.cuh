@@ -628,38 +628,38 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
       }
     };
     auto pack_chunk = [&](const int mt, const int kc) {
-        if (I8) {
-          const float *s0 = sf[mt][4 * kc], *s1 = sf[mt][4 * kc + 1];
-          const float *s2 = sf[mt][4 * kc + 2], *s3 = sf[mt][4 * kc + 3];
-          pa[mt][kc][0] = pack4_u8(s0[0], s0[1], s1[0], s1[1]);
-          pa[mt][kc][1] = pack4_u8(s0[2], s0[3], s1[2], s1[3]);
-          pa[mt][kc][2] = pack4_u8(s2[0], s2[1], s3[0], s3[1]);
-          pa[mt][kc][3] = pack4_u8(s2[2], s2[3], s3[2], s3[3]);
-        } else if (F8) {
-          const float *s0 = sf[mt][4 * kc], *s1 = sf[mt][4 * kc + 1];
-          const float *s2 = sf[mt][4 * kc + 2], *s3 = sf[mt][4 * kc + 3];
-          pa[mt][kc][0] = (u32)pack_e4m3x2(s0[0], s0[1]) |
-                          ((u32)pack_e4m3x2(s1[0], s1[1]) << 16);
-          pa[mt][kc][1] = (u32)pack_e4m3x2(s0[2], s0[3]) |
-                          ((u32)pack_e4m3x2(s1[2], s1[3]) << 16);
-          pa[mt][kc][2] = (u32)pack_e4m3x2(s2[0], s2[1]) |
-                          ((u32)pack_e4m3x2(s3[0], s3[1]) << 16);
-          pa[mt][kc][3] = (u32)pack_e4m3x2(s2[2], s2[3]) |
-                          ((u32)pack_e4m3x2(s3[2], s3[3]) << 16);
+      if (I8) {
+        const float *s0 = sf[mt][4 * kc], *s1 = sf[mt][4 * kc + 1];
+        const float *s2 = sf[mt][4 * kc + 2], *s3 = sf[mt][4 * kc + 3];
+        pa[mt][kc][0] = pack4_u8(s0[0], s0[1], s1[0], s1[1]);
+        pa[mt][kc][1] = pack4_u8(s0[2], s0[3], s1[2], s1[3]);
+        pa[mt][kc][2] = pack4_u8(s2[0], s2[1], s3[0], s3[1]);
+        pa[mt][kc][3] = pack4_u8(s2[2], s2[3], s3[2], s3[3]);
+      } else if (F8) {
+        const float *s0 = sf[mt][4 * kc], *s1 = sf[mt][4 * kc + 1];
+        const float *s2 = sf[mt][4 * kc + 2], *s3 = sf[mt][4 * kc + 3];
+        pa[mt][kc][0] = (u32)pack_e4m3x2(s0[0], s0[1]) |
+                        ((u32)pack_e4m3x2(s1[0], s1[1]) << 16);
+        pa[mt][kc][1] = (u32)pack_e4m3x2(s0[2], s0[3]) |
+                        ((u32)pack_e4m3x2(s1[2], s1[3]) << 16);
+        pa[mt][kc][2] = (u32)pack_e4m3x2(s2[0], s2[1]) |
+                        ((u32)pack_e4m3x2(s3[0], s3[1]) << 16);
+        pa[mt][kc][3] = (u32)pack_e4m3x2(s2[2], s2[3]) |
+                        ((u32)pack_e4m3x2(s3[2], s3[3]) << 16);
+      } else {
+        const float *s0 = sf[mt][2 * kc], *s1 = sf[mt][2 * kc + 1];
+        if (PV_BF16) {
+          pa[mt][kc][0] = pack2<BF16>(s0[0], s0[1]);
+          pa[mt][kc][1] = pack2<BF16>(s0[2], s0[3]);
+          pa[mt][kc][2] = pack2<BF16>(s1[0], s1[1]);
+          pa[mt][kc][3] = pack2<BF16>(s1[2], s1[3]);
         } else {
-          const float *s0 = sf[mt][2 * kc], *s1 = sf[mt][2 * kc + 1];
-          if (PV_BF16) {
-            pa[mt][kc][0] = pack2<BF16>(s0[0], s0[1]);
-            pa[mt][kc][1] = pack2<BF16>(s0[2], s0[3]);
-            pa[mt][kc][2] = pack2<BF16>(s1[0], s1[1]);
-            pa[mt][kc][3] = pack2<BF16>(s1[2], s1[3]);
-          } else {
-            pa[mt][kc][0] = pack2<FP16>(s0[0], s0[1]);
-            pa[mt][kc][1] = pack2<FP16>(s0[2], s0[3]);
-            pa[mt][kc][2] = pack2<FP16>(s1[0], s1[1]);
-            pa[mt][kc][3] = pack2<FP16>(s1[2], s1[3]);
-          }
+          pa[mt][kc][0] = pack2<FP16>(s0[0], s0[1]);
+          pa[mt][kc][1] = pack2<FP16>(s0[2], s0[3]);
+          pa[mt][kc][2] = pack2<FP16>(s1[0], s1[1]);
+          pa[mt][kc][3] = pack2<FP16>(s1[2], s1[3]);
         }
+      }
     };
     if (!CHUNKED) {
 #pragma unroll
