@@ -196,7 +196,8 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
   // -1.2 to +2.2 %: bench/NOTES.md m11, m12.
   constexpr bool LEAN = !F8 && !TWO_LEVEL && (D == 32 || D == 64 || D == 256);
   // CHUNKED: the fp32 mode's exps, packing, row sums and P.V in k-chunk
-  // order (16 keys; 32 for FP8): chunk kc's P.V issued in source order
+  // order (16 keys; an FP8 arm of 32 keys is written but no default
+  // compiles or tests it): chunk kc's P.V issued in source order
   // right after its exps, so that the MUFU work of chunk kc + 1 can go
   // under the HMMA of chunk kc, and the scores die chunk by chunk.  The O
   // rescale comes first (as EARLY_RESCALE).  FP16PV causal, end to end at
@@ -205,6 +206,9 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
   // at D = 256 causal (-0.5 to -0.8 % against LEAN alone), non-causal D = 64
   // (-2.0 to -4.5 %) or D = 128 (-1.5 to -2.8 %): bench/NOTES.md m12.
   constexpr bool CHUNKED = !F8 && !TWO_LEVEL && CAUSAL && (D == 32 || D == 64 || D == 96);
+  // The chunked step has no split-V pass, no INT8 P, no bf16 -> fp16 V and
+  // no two-level fold: it must stay in the fp32 mode.
+  static_assert(!CHUNKED || !TWO_LEVEL, "CHUNKED is written for the fp32 mode only");
   // Row max on the scores' bits (tree_imax): everywhere but FP8PV at
   // D <= 64 without the mask, which measured 2 % slower (H200; causal
   // +4-14 %, FP16PV +0-14 %, FP8PV D = 128 +1-6 %: bench/NOTES.md m6).
