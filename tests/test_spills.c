@@ -1,5 +1,7 @@
 /*
- * test_spills.c -- ptxas keeps every WGMMA attention kernel in registers.
+ * test_spills.c -- every WGMMA attention kernel compiles, and ptxas keeps it
+ * in registers.  This is also the CI's full-option-matrix compile of the
+ * WGMMA family (test_compile_matrix covers the mma.sync families).
  *
  * Each of the 180 sm_90a instantiations (2 dtypes x head dims 64, 128, 256
  * x causal x 3 granularities x 5 P.V modes), the 18 of short causal
