@@ -427,6 +427,15 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
   constexpr float L_OFFSET = I8 ? P_OFFSET + I8_EXP - 149.f : P_OFFSET;
   constexpr int MAGIC_I = 0x4B400000;
   constexpr float MAGIC_F = 12582912.0f;
+  // POLY: one n8 column group of S in every POLY takes its exps from
+  // poly_exp2 on the FMA pipes instead of the MUFU (0: none).  In the
+  // default's two bodies (pvi8 and split V, also when either is asked for
+  // alone) at D = 64 without the mask, where a score's 256 tensor ops take
+  // less time than its exp on the MUFU: one in eight, +2-4 % end to end
+  // (H200, 1K-16K).  One in four or two costs more issue slots than it
+  // frees (-1 to -17 %); at D = 128 and under the mask even one in eight
+  // ties or loses (bench/NOTES.md, w27).
+  constexpr int POLY = (I8 || SPLIT) && D == 64 && !CAUSAL ? 8 : 0;
   static_assert(BN == 64 || BN == 128, "BN");
   static_assert(D == 64 || D == 128 || D == 256, "head dim");
 
@@ -862,9 +871,11 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
 #pragma unroll
         for (int hf = 0; hf < 2; hf++)
 #pragma unroll
-          for (int e = 0; e < 2; e++)
-            sf[4 * n + 2 * hf + e] = fast_exp2(
-                fmaf(sf[4 * n + 2 * hf + e], mult[n / (NS / KB)], -c[hf][n / (NS / KB)]));
+          for (int e = 0; e < 2; e++) {
+            const float x =
+                fmaf(sf[4 * n + 2 * hf + e], mult[n / (NS / KB)], -c[hf][n / (NS / KB)]);
+            sf[4 * n + 2 * hf + e] = POLY && n % POLY == POLY - 1 ? poly_exp2(x) : fast_exp2(x);
+          }
 #pragma unroll
       for (int kc = K0; kc < K1; kc++) {
         if constexpr (V16) {

@@ -607,6 +607,132 @@ static void test_pvi8_large_scores(void **state) {
   assert_int_equal(ran, wg ? 24 : 8);
 }
 
+/* poly_exp2 (sj_common.cuh), the FMA-pipe exp2 that some wgmma kernels
+ * use for a share of their scores, evaluated on the device over [-130, 24]
+ * in steps of 2^-10, at every integer, just below every integer and at
+ * -inf and -FLT_MAX, against exp2 in double.  The end-to-end gates would
+ * not see a wrong coefficient: it would move only that share of P by a few
+ * per cent.  Asserted: relative error <= 1e-4 from -126 up (the fit's
+ * bound is 8.6e-5), exact powers of two at the integers (p(0) = 1), the
+ * clamp value 2^-126 below -126, and a monotone result. */
+static void test_poly_exp2(void **state) {
+  (void)state;
+  if (!tu_have_gpu())
+    skip();
+  sj_context *ctx = gpu_ctx(SJ_FAMILY_AUTO);
+  const sj_cuda_api *cu = ctx->cu;
+  const sj_nvrtc_api *nv = NULL;
+  const sj_sources *src = NULL;
+  const char *why = NULL;
+  assert_int_equal(sj_nvrtc_load(&nv, &why), SJ_OK);
+  assert_int_equal(sj_sources_get(&src, &why), SJ_OK);
+  static const char prog_src[] =
+      "#include \"sj_common.cuh\"\n"
+      "extern \"C\" __global__ void probe(const float *x, float *y, int n) {\n"
+      "  const int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+      "  if (i < n)\n"
+      "    y[i] = sj::poly_exp2(x[i]);\n"
+      "}\n";
+  const char *names[64], *datas[64];
+  assert_true(src->count <= 64);
+  for (unsigned i = 0; i < src->count; i++) {
+    names[i] = src->files[i].name;
+    datas[i] = src->files[i].data;
+  }
+  nvrtcProgram_ prog;
+  assert_int_equal(nv->CreateProgram(&prog, prog_src, "probe.cu", (int)src->count, datas, names),
+                   0);
+  char arch[64];
+  snprintf(arch, sizeof arch, "--gpu-architecture=%s", ctx->target.name);
+  const char *opts[] = {arch, "-std=c++17"};
+  const int rc = nv->CompileProgram(prog, 2, opts);
+  if (rc != 0) {
+    size_t n = 0;
+    nv->GetProgramLogSize(prog, &n);
+    char *log = calloc(1, n + 1);
+    nv->GetProgramLog(prog, log);
+    fail_msg("NVRTC: %s", log);
+  }
+  size_t isz = 0;
+  const int ptx = ctx->target.is_ptx;
+  assert_int_equal(ptx ? nv->GetPTXSize(prog, &isz) : nv->GetCUBINSize(prog, &isz), 0);
+  char *image = malloc(isz);
+  assert_non_null(image);
+  assert_int_equal(ptx ? nv->GetPTX(prog, image) : nv->GetCUBIN(prog, image), 0);
+  nv->DestroyProgram(&prog);
+
+  /* the inputs, in increasing order: -inf, -FLT_MAX, then the grid with
+   * the integers and their float predecessors merged in */
+  const int lo = -130, hi = 24, per = 1024;
+  const int n_grid = (hi - lo) * per + 1;
+  const int cap = n_grid + 2 * (hi - lo + 1) + 2;
+  float *x = malloc((size_t)cap * 4), *y = malloc((size_t)cap * 4);
+  assert_non_null(x);
+  assert_non_null(y);
+  int n = 0;
+  x[n++] = -INFINITY;
+  x[n++] = -3.4028235e38f;
+  for (int i = 0; i < n_grid; i++) {
+    const float v = (float)lo + (float)i / (float)per;
+    if (i % per == 0 && i > 0)
+      x[n++] = nextafterf(v, -INFINITY); /* just below the integer */
+    x[n++] = v;
+  }
+  assert_int_equal(cu->CtxPushCurrent(ctx->cuctx), CUDA_SUCCESS);
+  CUmodule mod;
+  CUfunction fn;
+  assert_int_equal(cu->ModuleLoadDataEx(&mod, image, 0, NULL, NULL), CUDA_SUCCESS);
+  assert_int_equal(cu->ModuleGetFunction(&fn, mod, "probe"), CUDA_SUCCESS);
+  CUdeviceptr dx, dy;
+  assert_int_equal(cu->MemAlloc(&dx, (size_t)n * 4), CUDA_SUCCESS);
+  assert_int_equal(cu->MemAlloc(&dy, (size_t)n * 4), CUDA_SUCCESS);
+  assert_int_equal(cu->MemcpyHtoD(dx, x, (size_t)n * 4), CUDA_SUCCESS);
+  assert_int_equal(cu->MemsetD8(dy, 0xff, (size_t)n * 4), CUDA_SUCCESS); /* NaN */
+  void *args[] = {&dx, &dy, &n};
+  assert_int_equal(cu->LaunchKernel(fn, (unsigned)(n + 255) / 256, 1, 1, 256, 1, 1, 0, NULL,
+                                    args, NULL),
+                   CUDA_SUCCESS);
+  assert_int_equal(cu->CtxSynchronize(), CUDA_SUCCESS);
+  assert_int_equal(cu->MemcpyDtoH(y, dy, (size_t)n * 4), CUDA_SUCCESS);
+  cu->MemFree(dx);
+  cu->MemFree(dy);
+  cu->ModuleUnload(mod);
+  CUcontext dummy;
+  cu->CtxPopCurrent(&dummy);
+
+  const float clamp = ldexpf(1.f, -126);
+  double worst = 0;
+  int n_int = 0;
+  for (int i = 0; i < n; i++) {
+    if (!isfinite(y[i]) || y[i] <= 0.f)
+      fail_msg("poly_exp2(%.9g) = %.9g", (double)x[i], (double)y[i]);
+    if (i > 0 && y[i] < y[i - 1])
+      fail_msg("not monotone: poly_exp2(%.9g) = %.9g < poly_exp2(%.9g) = %.9g",
+               (double)x[i], (double)y[i], (double)x[i - 1], (double)y[i - 1]);
+    if (x[i] < -126.f) {
+      if (y[i] != clamp)
+        fail_msg("poly_exp2(%.9g) = %.9g, not the clamp 2^-126", (double)x[i], (double)y[i]);
+      continue;
+    }
+    if (x[i] == floorf(x[i])) {
+      n_int++;
+      if (y[i] != ldexpf(1.f, (int)x[i]))
+        fail_msg("poly_exp2(%d) = %.9g, not a power of two", (int)x[i], (double)y[i]);
+    }
+    const double want = exp2((double)x[i]);
+    const double e = fabs((double)y[i] - want) / want;
+    if (e > worst)
+      worst = e;
+  }
+  print_message("poly_exp2: %d points, worst relative error %.3g\n", n, worst);
+  assert_int_equal(n_int, hi + 126 + 1);
+  assert_true(worst <= 1e-4);
+  free(x);
+  free(y);
+  free(image);
+  sj_context_destroy(ctx);
+}
+
 /* Both layouts x both dtypes x causal both ways x head dims 64/128 for the
  * default options, on a tail-heavy shape: the issue's core matrix, whole. */
 static void test_core_matrix_full(void **state) {
@@ -1677,6 +1803,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_wgmma_matrix),
       cmocka_unit_test(test_splitv_gain),
       cmocka_unit_test(test_pvi8_large_scores),
+      cmocka_unit_test(test_poly_exp2),
       cmocka_unit_test(test_quant_extremes),
       cmocka_unit_test(test_k_mean_sampled),
       cmocka_unit_test(test_user_workspace),
