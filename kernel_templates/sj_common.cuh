@@ -257,12 +257,12 @@ __device__ __forceinline__ float fast_exp2(float x) {
 // hold n in two's complement), 2^f by a degree-3 polynomial with p(0) = 1
 // (relative error <= 8.6e-5 on [0, 1), fitted for this; monotone, and
 // p(1-) < 2, so the whole function is monotone too), and n added to the
-// exponent field (1.5 * 2^23's own bits shift out past bit 31).  x is
-// clamped at -126 so that the result stays a normal float: -inf, every x
-// below and NaN give 2^-126, which any 8- or 16-bit P rounds to 0 (a NaN
-// score's head has no specified output anyway).  About eight instructions
-// (FMNMX, FADD.RM, two FADD, three FFMA, a shift and an add) for one
-// MUFU.EX2.
+// exponent field (in unsigned arithmetic, where the shift is defined;
+// 1.5 * 2^23's own bits shift out past bit 31).  x is clamped at -126 so
+// that the result stays a normal float: -inf, every x below and NaN give
+// 2^-126, which any 8- or 16-bit P rounds to 0 (a NaN score's head has no
+// specified output anyway).  About eight instructions (FMNMX, FADD.RM, two
+// FADD, three FFMA, a shift and an add) for one MUFU.EX2.
 __device__ __forceinline__ float poly_exp2(float x) {
   x = fmaxf(x, -126.f);
   const float t = __fadd_rd(x, 12582912.f);
@@ -270,7 +270,7 @@ __device__ __forceinline__ float poly_exp2(float x) {
   float p = fmaf(f, 7.706604153e-02f, 2.276460826e-01f);
   p = fmaf(p, f, 6.951165199e-01f);
   p = fmaf(p, f, 1.0f);
-  return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
+  return __int_as_float((int)((u32)__float_as_int(p) + ((u32)__float_as_int(t) << 23)));
 }
 
 // ------------------------------------------ programmatic dependent launch
