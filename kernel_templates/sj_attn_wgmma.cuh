@@ -433,7 +433,7 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
   // alone) at D = 64 without the mask, where a score's 256 tensor ops take
   // less time than its exp on the MUFU: one in eight, +2-4 % end to end
   // (H200, 1K-16K).  One in four or two costs more issue slots than it
-  // frees (-1 to -17 %); at D = 128 and under the mask even one in eight
+  // frees (-1 to -20 %); at D = 128 and under the mask even one in eight
   // ties or loses (bench/NOTES.md, w27).
   constexpr int POLY = (I8 || SPLIT) && D == 64 && !CAUSAL ? 8 : 0;
   static_assert(BN == 64 || BN == 128, "BN");
