@@ -25,14 +25,8 @@ set -u
 b=${1:?usage: bench/ab_templates.sh BUILD VARIANT_DIR...}
 shift
 [ $# -ge 2 ] || { echo "ab_templates: need a baseline and at least one variant" >&2; exit 2; }
-# The device runs BUILD's copy of the library in gpu-libs (gpu-pack): a copy
-# older than BUILD's own runs the templates embedded before the last
-# rebuild (the thirty-first session timed one such call by mistake).
-if [ -e "$b/gpu-libs/libsagejit.so.0" ] && ! cmp -s "$b/gpu-libs/libsagejit.so.0" "$b/libsagejit.so.0"; then
-  echo "$(basename "$0"): $b/gpu-libs/libsagejit.so.0 is not $b's library: run ../shared/tools/gpu-pack $b" >&2
-  exit 2
-fi
-export LD_LIBRARY_PATH=$PWD/$b/gpu-libs:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+. "$(dirname "$0")/gpu_libs.sh"
+gpu_libs "$b"
 cli=${AB_CLI:-$PWD/$b/sagejit}
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"

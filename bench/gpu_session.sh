@@ -5,14 +5,8 @@
 # splitcheck splitbench splitlong autobench autolong sa2 timeline ...
 set -u
 build=${1:?build dir}; shift
-# The device runs BUILD's copy of the library in gpu-libs (gpu-pack): a copy
-# older than BUILD's own runs the templates embedded before the last
-# rebuild (the thirty-first session timed one such call by mistake).
-if [ -e "$build/gpu-libs/libsagejit.so.0" ] && ! cmp -s "$build/gpu-libs/libsagejit.so.0" "$build/libsagejit.so.0"; then
-  echo "$(basename "$0"): $build/gpu-libs/libsagejit.so.0 is not $build's library: run ../shared/tools/gpu-pack $build" >&2
-  exit 2
-fi
-export LD_LIBRARY_PATH=$PWD/$build/gpu-libs:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+. "$(dirname "$0")/gpu_libs.sh"
+gpu_libs "$build"
 export SAGEJIT_CACHE_DIR=${SAGEJIT_CACHE_DIR:-$PWD/$build/test-cache/test_gpu}
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
