@@ -19,7 +19,7 @@ if [ "${1:-}" = --make ]; then
   done
   for v in l2half:2 l2q:4; do
     f=ab/${v%%:*}/sj_attn_wgmma.cuh
-    sed -i "/auto load_tile = \[&\](const TileRows &r, int j) {/{n;s|\$| if (SOLO \&\& ((j / STAGES) % ${v#*:}) != 0) { mbar_arrive(SJ_K_FULL(st)); if (!V_ON_K) mbar_arrive(SJ_V_FULL(st)); return; }|}" $f
+    sed -i "/auto load_tile = \[&\](const TileRows &r, int j/{n;s|\$| if (SOLO \&\& ((j / STAGES) % ${v#*:}) != 0) { mbar_arrive(SJ_K_FULL(st)); if (!V_ON_K) mbar_arrive(SJ_V_FULL(st)); return; }|}" $f
     grep -q "% ${v#*:}) != 0) { mbar_arrive" $f || { echo "l2_pairs: ${v%%:*} not made" >&2; exit 1; }
   done
   exit 0
