@@ -63,6 +63,7 @@ def main():
     ap.add_argument("--dtype", default="fp16", help="fp16, bf16 or both (fp16,bf16)")
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--backends", default="cudnn,flash", help="cudnn, flash or both")
     ap.add_argument("--sync-each", action="store_true",
                     help="wait for each timed call (host launch latency included)")
     args = ap.parse_args()
@@ -70,6 +71,10 @@ def main():
     for dn in args.dtype.split(","):
         if dn not in dtypes:
             ap.error(f"--dtype: {dn!r} is not fp16 or bf16")
+    backends = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}
+    for bn in args.backends.split(","):
+        if bn not in backends:
+            ap.error(f"--backends: {bn!r} is not cudnn or flash")
     rows = []
     dev = torch.cuda.get_device_name()
     spin_up()
@@ -84,8 +89,8 @@ def main():
                     flops = 4.0 * args.batch * args.heads * n * n * d
                     if c:
                         flops = 4.0 * args.batch * args.heads * d * (n * (n + 1) / 2)
-                    for name, be in (("cudnn", SDPBackend.CUDNN_ATTENTION),
-                                     ("flash", SDPBackend.FLASH_ATTENTION)):
+                    for name in args.backends.split(","):
+                        be = backends[name]
                         try:
                             with sdpa_kernel(be):
                                 ms = bench(lambda: F.scaled_dot_product_attention(
