@@ -18,16 +18,17 @@
 //     than the source order: bench/NOTES.md).  Every
 //     consumer thread arrives on a stage's `empty` barrier once its P.V has
 //     completed, which frees the stage for the producer.
-// With NC = 0 ("solo": D = 64, and D = 128 calls of at most 16384 keys,
-// runtime/spec.c) the CTA is one warpgroup of 64 rows with no producer:
-// its thread 0 issues the first tile's copies at entry and the other
-// stages' once that tile's Q.K^T is issued, refilling a stage once every
-// thread has arrived on its `empty` barrier (with two or more stages,
-// right after the next tile's Q.K^T is issued, so that neither the wait
-// nor the copy holds the warpgroup's next wgmma back), and the tiles run
-// one at a time (no Q.K^T ahead), in at most 168 registers (128 at
-// D = 64): three or more CTAs share a multiprocessor, and each one's
-// prologue and epilogue hide under the others' loops.
+// With NC = 0 ("solo": D = 64, and D = 128 calls up to the lengths that
+// sj_plan_for_length in runtime/spec.c routes to it) the CTA is one
+// warpgroup of 64 rows with no producer: its thread 0 issues the first
+// tile's copies at entry and the other stages' once that tile's Q.K^T is
+// issued, refilling a stage once every thread has arrived on its `empty`
+// barrier (with two or more stages, right after the next tile's Q.K^T is
+// issued, so that neither the wait nor the copy holds the warpgroup's
+// next wgmma back), and the tiles run one at a time (no Q.K^T ahead), in
+// at most 168 registers (128 at D = 64): three or more CTAs share a
+// multiprocessor, and each one's prologue and epilogue hide under the
+// others' loops.
 // The S accumulator of a warp has the mma.m16n8 layout (lane (g, t) holds
 // keys 8j + 2t, 8j + 2t + 1 of rows g and g + 8), and the e4m3 A fragment
 // of wgmma k32 the mma.m16n8k32 layout, so the V permutation of sj_quant.cuh

@@ -257,10 +257,13 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
 #define SJ_SHORT_SEQ 1024
 int sj_plan_short(sj_plan *pl, const sj_target *t);
 /* Likewise for calls whose seq_q and seq_kv are both at most SJ_SOLO_SEQ
- * and that sj_plan_short did not take: sj_plan_solo (wgmma, D = 128, the
- * default or one of its two bodies alone; SAGEJIT_TUNE "solo=0" keeps the
- * two-consumer kernel for A/B runs). */
-#define SJ_SOLO_SEQ 16384
+ * (non-causal) or SJ_SOLO_SEQ_CAUSAL (causal) and that sj_plan_short did
+ * not take: sj_plan_solo (wgmma, D = 128, the default or one of its two
+ * bodies alone; SAGEJIT_TUNE "solo=0" keeps the two-consumer kernel for A/B
+ * runs).  SJ_SOLO_SEQ <= SJ_SOLO_SEQ_CAUSAL (warm.c asks for the plan at
+ * SJ_SOLO_SEQ to enumerate the solo kernels of both). */
+#define SJ_SOLO_SEQ 8192
+#define SJ_SOLO_SEQ_CAUSAL 16384
 int sj_plan_solo(sj_plan *pl, const sj_target *t);
 /* The plan of a call of these lengths: sj_plan_short, else sj_plan_solo,
  * where they apply (the one place attention.c and warm.c take it from). */

@@ -354,7 +354,8 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
      * launch bounds in sj_attn_wgmma.cuh): +9-16 % at 1K, +8-11 % at 4K,
      * +6 % at 16K over one consumer with a producer (two CTAs), itself
      * +9-14 % over two consumers (w10, w19); pv16 keeps one consumer (not
-     * measured solo).  At D = 128 calls of at most SJ_SOLO_SEQ keys take
+     * measured solo).  At D = 128 calls of at most SJ_SOLO_SEQ keys
+     * (causal SJ_SOLO_SEQ_CAUSAL) take
      * solo CTAs too (sj_plan_solo, sj_plan_short); longer ones keep two
      * consumers. */
     const int nc = sj_tune_int("nc=", 0, 1, -1); /* nc=0, 1 or 2 */
@@ -476,8 +477,9 @@ int sj_plan_short(sj_plan *pl, const sj_target *t) {
   return 1;
 }
 
-/* Sequences of at most SJ_SOLO_SEQ at D = 128 (those sj_plan_short does
- * not take): solo CTAs with 128-key tiles, three per multiprocessor, the
+/* Sequences of at most SJ_SOLO_SEQ (causal: SJ_SOLO_SEQ_CAUSAL) at D = 128
+ * (those sj_plan_short does not take): solo CTAs with 128-key tiles, three
+ * per multiprocessor, the
  * pvi8 body in two stages and split V's in one (wgmma_attn_smem).  H200,
  * same call, against the two-consumer kernel (SAGEJIT_TUNE=solo=0), the
  * default's attention at 1K / 2K / 4K: +6-8 / +8 / +5 %, causal 4K +9 %
@@ -487,7 +489,18 @@ int sj_plan_short(sj_plan *pl, const sj_target *t) {
  * gained the solo kernel more than the two-consumer one) also at 16K:
  * H200, same call, +1.8 % (end to end +2.8 %), causal +0.6 % (+1.6 %);
  * at 32K +0.6 % but causal -1.4 %, where the 64-row CTAs' doubled K/V
- * reads from L2 catch up with them, so longer calls keep two consumers. */
+ * reads from L2 catch up with them, so longer calls keep two consumers.
+ * Those reads cost power, not bandwidth: under a sustained load the board
+ * holds its 700 W cap by its clock, and the solo kernel, with twice the
+ * two-consumer kernel's L2 traffic, runs there at ~1830 MHz against ~1965
+ * (nvidia-smi during the calls; under ncu, one launch alone, the two take
+ * the same time).  H200, thirty-third session, two rounds, the solo kernel
+ * against two consumers, attention after 10 s idle (then over 120-400
+ * calls): non-causal 8K -0.1 % (-1.5 %), 16K -2.2 % (-3.4 %), causal 8K
+ * +5.3 % (+2.3 %), 16K -0.4 % (-0.6 %); at 4K sustained the two tie
+ * (796 / 790 TOPS), but solo leads by 7 % from idle (bench/NOTES.md, the
+ * power rows).  So non-causal calls past 8K and causal past 16K keep two
+ * consumers. */
 int sj_plan_solo(sj_plan *pl, const sj_target *t) {
   if (pl->ksub != 128 || !length_routed(pl, "solo=0"))
     return 0;
@@ -499,6 +512,7 @@ void sj_plan_for_length(sj_plan *pl, const sj_target *t, int64_t seq_q,
                         int64_t seq_kv) {
   if (seq_q <= SJ_SHORT_SEQ && seq_kv <= SJ_SHORT_SEQ && sj_plan_short(pl, t))
     return;
-  if (seq_q <= SJ_SOLO_SEQ && seq_kv <= SJ_SOLO_SEQ)
+  const int64_t solo = pl->causal ? SJ_SOLO_SEQ_CAUSAL : SJ_SOLO_SEQ;
+  if (seq_q <= solo && seq_kv <= solo)
     (void)sj_plan_solo(pl, t);
 }

@@ -273,16 +273,17 @@ static void test_rejected_kernel_settles(void **state) {
 
 /* Causal calls at D = 128 of at most SJ_SHORT_SEQ keys run the solo,
  * 64-key-tile attention kernel (sj_plan_short), the others of at most
- * SJ_SOLO_SEQ the solo 128-key-tile kernel (sj_plan_solo), longer ones the
- * default: the driver refuses one kernel by its lowered name (..., BN 64,
- * NC 0 or BN 128, NC 0), and only the calls that pick it fail. */
+ * SJ_SOLO_SEQ (non-causal) or SJ_SOLO_SEQ_CAUSAL (causal) the solo
+ * 128-key-tile kernel (sj_plan_solo), longer ones the default: the driver
+ * refuses one kernel by its lowered name (..., BN 64, NC 0 or BN 128,
+ * NC 0), and only the calls that pick it fail. */
 static void test_short_causal_kernel(void **state) {
   (void)state;
   need();
   char dir[600];
   cache_dir(dir, sizeof dir, "short");
   sj_context *ctx = NULL;
-  enum { D = 128, H = 2, N_MAX = SJ_SOLO_SEQ + 1 };
+  enum { D = 128, H = 2, N_MAX = SJ_SOLO_SEQ_CAUSAL + 1 };
   const size_t bytes = (size_t)H * N_MAX * D * 2;
   char *buf = aligned_alloc(256, 4 * bytes);
   assert_non_null(buf);
@@ -297,9 +298,12 @@ static void test_short_causal_kernel(void **state) {
                {"Li128ELi0EEEv", 1000, 0, SJ_ERR_CUDA},
                {"Li128ELi0EEEv", SJ_SOLO_SEQ, 0, SJ_ERR_CUDA},
                {"Li128ELi0EEEv", SJ_SHORT_SEQ + 1, 1, SJ_ERR_CUDA},
+               {"Li128ELi0EEEv", SJ_SOLO_SEQ + 1, 1, SJ_ERR_CUDA},
+               {"Li128ELi0EEEv", SJ_SOLO_SEQ_CAUSAL, 1, SJ_ERR_CUDA},
                {"Li128ELi0EEEv", 1000, 1, SJ_OK},
                {"Li128ELi0EEEv", SJ_SOLO_SEQ + 1, 0, SJ_OK},
-               {"Li128ELi0EEEv", SJ_SOLO_SEQ + 1, 1, SJ_OK}};
+               {"Li128ELi0EEEv", SJ_SOLO_SEQ_CAUSAL, 0, SJ_OK},
+               {"Li128ELi0EEEv", SJ_SOLO_SEQ_CAUSAL + 1, 1, SJ_OK}};
   for (size_t i = 0; i < sizeof calls / sizeof *calls; i++) {
     /* a context per refused kernel: a context keeps the kernels it loaded */
     if (!i || strcmp(calls[i].reject, calls[i - 1].reject)) {
