@@ -8,13 +8,14 @@
 # SM clock and the board power every 100 ms while each variant runs ~2-3 s
 # at 4K and 16K (D = 128, non-causal).  Templates and caches as in
 # bench/exp/l2_ncu_device.sh (ab/cur, ab/l2half).  Through the device tool
-# (carry build-gpu and ab):  bash bench/exp/power_device.sh [l2|plans|solo]
+# (carry build-gpu and ab):  bash bench/exp/power_device.sh [l2|plans|solo|d64]
 #   l2     (the default) the shipped templates and l2half, as first run
 #   plans  the built library's default, SAGEJIT_TUNE=nc=2 (two consumers:
 #          128-row CTAs, half the K/V traffic) and SDPA-cuDNN, each short
 #          (25 calls, as `sagejit bench` times them) and sustained
 #   solo   the default (solo CTAs up to SJ_SOLO_SEQ) against nc=2 at 8K and
 #          16K, causal and not, short after 10 s idle and sustained
+#   d64    the same at D = 64: solo (its default) against nc=1 and nc=2
 set -u
 B=build-gpu
 . bench/gpu_libs.sh
@@ -61,13 +62,25 @@ sj() { # sj VARIANT N ITERS [TUNE]: sagejit bench on ab/VARIANT (or the build's 
 }
 sjc() { # sjc - N ITERS CAUSAL TUNE: the build's own templates, causal or not
   SAGEJIT_TUNE=$5 SAGEJIT_CACHE_DIR=$PWD/$B/test-cache/plans timeout 120 \
-    $B/sagejit bench -q --family wgmma --head-dim 128 --seq $2 --causal $4 --iters $3 --warmup 5
+    $B/sagejit bench -q --family wgmma --head-dim ${HD:-128} --seq $2 --causal $4 --iters $3 --warmup 5
 }
 nvidia-smi --query-gpu=name,power.limit,clocks.max.sm --format=csv,noheader
 if [ "$set_" = l2 ]; then
   for n in 16384:120 4096:1800; do
     for v in cur l2half cur; do
       sample "$v-${n%%:*}" sj $v ${n%%:*} ${n#*:}
+    done
+  done
+elif [ "$set_" = d64 ]; then
+  # D = 64 (solo CTAs at every length) against one and two consumers at
+  # 8K and 16K, causal and not, one round, as the solo set
+  for n in 8192:700 16384:200; do
+    for c in 0 1; do
+      for t in "" nc=1 nc=2; do
+        sleep 10
+        HD=64 sample "${t:-solo}-d64-${n%%:*}-c$c-20" sjc - ${n%%:*} 20 $c "$t"
+        HD=64 sample "${t:-solo}-d64-${n%%:*}-c$c-${n#*:}" sjc - ${n%%:*} ${n#*:} $c "$t"
+      done
     done
   done
 elif [ "$set_" = solo ]; then
