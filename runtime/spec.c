@@ -355,9 +355,8 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
      * +6 % at 16K over one consumer with a producer (two CTAs), itself
      * +9-14 % over two consumers (w10, w19); pv16 keeps one consumer (not
      * measured solo).  At D = 128 calls of at most SJ_SOLO_SEQ keys
-     * (causal SJ_SOLO_SEQ_CAUSAL) take
-     * solo CTAs too (sj_plan_solo, sj_plan_short); longer ones keep two
-     * consumers. */
+     * (causal: SJ_SOLO_SEQ_CAUSAL) take solo CTAs too (sj_plan_solo,
+     * sj_plan_short); longer ones keep two consumers. */
     const int nc = sj_tune_int("nc=", 0, 1, -1); /* nc=0, 1 or 2 */
     out->wg_consumers =
         nc >= 0 ? nc
@@ -479,8 +478,8 @@ int sj_plan_short(sj_plan *pl, const sj_target *t) {
 
 /* Sequences of at most SJ_SOLO_SEQ (causal: SJ_SOLO_SEQ_CAUSAL) at D = 128
  * (those sj_plan_short does not take): solo CTAs with 128-key tiles, three
- * per multiprocessor, the
- * pvi8 body in two stages and split V's in one (wgmma_attn_smem).  H200,
+ * per multiprocessor, the pvi8 body in two stages and split V's in one
+ * (wgmma_attn_smem).  H200,
  * same call, against the two-consumer kernel (SAGEJIT_TUNE=solo=0), the
  * default's attention at 1K / 2K / 4K: +6-8 / +8 / +5 %, causal 4K +9 %
  * (end to end +5 / +6-7 / +5 %, causal 4K +8 %; bench/NOTES.md, w21).
