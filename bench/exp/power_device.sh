@@ -8,7 +8,7 @@
 # SM clock and the board power every 100 ms while each variant runs ~2-3 s
 # at 4K and 16K (D = 128, non-causal).  Templates and caches as in
 # bench/exp/l2_ncu_device.sh (ab/cur, ab/l2half).  Through the device tool
-# (carry build-gpu and ab):  bash bench/exp/power_device.sh [l2|plans|solo|d64]
+# (carry build-gpu and ab):  bash bench/exp/power_device.sh [l2|plans|solo|d64|trio]
 #   l2     (the default) the shipped templates and l2half, as first run
 #   plans  the built library's default, SAGEJIT_TUNE=nc=2 (two consumers:
 #          128-row CTAs, half the K/V traffic) and SDPA-cuDNN, each short
@@ -16,6 +16,10 @@
 #   solo   the default (solo CTAs up to SJ_SOLO_SEQ) against nc=2 at 8K and
 #          16K, causal and not, short after 10 s idle and sustained
 #   d64    the same at D = 64: solo (its default) against nc=1 and nc=2
+#   trio   with bench/exp/trio.patch applied: check nc=3, then the default
+#          against nc=2 and nc=3 (three solo warpgroups in one 192-row CTA)
+#          at 4K / 8K / 16K non-causal; warm the plans cache with
+#          SAGEJIT_TUNE=nc=3 first
 set -u
 B=build-gpu
 . bench/gpu_libs.sh
@@ -69,6 +73,24 @@ if [ "$set_" = l2 ]; then
   for n in 16384:120 4096:1800; do
     for v in cur l2half cur; do
       sample "$v-${n%%:*}" sj $v ${n%%:*} ${n#*:}
+    done
+  done
+elif [ "$set_" = trio ]; then
+  # bench/exp/trio.patch applied: `check` on the trio first (a hang stops
+  # the set), then the default against nc=2 and nc=3 at 4K-16K non-causal,
+  # two rounds, burst after 10 s idle and sustained
+  SAGEJIT_TUNE=nc=3 SAGEJIT_CACHE_DIR=$PWD/$B/test-cache/plans timeout 200 \
+    $B/sagejit check --family wgmma --head-dim 128 --dtype fp16,bf16 > "$OUT/check-trio.log" 2>&1
+  rc=$?
+  echo "check nc=3: rc=$rc, $(tail -1 "$OUT/check-trio.log")"
+  [ $rc -eq 124 ] && exit 1
+  for r in 1 2; do
+    for n in 4096:1800 8192:400 16384:120; do
+      for t in "" nc=2 nc=3; do
+        sleep 10
+        sample "r$r-${t:-default}-${n%%:*}-20" sjc - ${n%%:*} 20 0 "$t"
+        sample "r$r-${t:-default}-${n%%:*}-${n#*:}" sjc - ${n%%:*} ${n#*:} 0 "$t"
+      done
     done
   done
 elif [ "$set_" = d64 ]; then
