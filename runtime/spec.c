@@ -495,7 +495,7 @@ int sj_plan_short(sj_plan *pl, const sj_target *t) {
  * (nvidia-smi during the calls; under ncu, one launch alone, the two take
  * the same time).  H200, thirty-third session, two rounds, the solo kernel
  * against two consumers, attention after 10 s idle (then over 120-400
- * calls): non-causal 8K -0.1 % (-1.5 %), 16K -2.2 % (-3.4 %), causal 8K
+ * calls): non-causal 8K +0.2 % (-1.5 %), 16K -2.2 % (-3.4 %), causal 8K
  * +5.3 % (+2.3 %), 16K -0.4 % (-0.6 %); at 4K sustained the two tie
  * (796 / 790 TOPS), but solo leads by 7 % from idle (bench/NOTES.md, the
  * power rows).  So non-causal calls past 8K and causal past 16K keep two
