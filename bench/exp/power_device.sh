@@ -52,21 +52,37 @@ sample() {
   summ "$OUT/smi-$name.csv"
   sleep 3
 }
-sj() { # sj VARIANT N ITERS [TUNE]: sagejit bench on ab/VARIANT (or the build's own templates: -)
+sjc() { # sjc - N ITERS CAUSAL TUNE: the build's own templates, head dim $HD (128)
+  SAGEJIT_TUNE=$5 SAGEJIT_CACHE_DIR=$PWD/$B/test-cache/plans timeout 120 \
+    $B/sagejit bench -q --family wgmma --head-dim ${HD:-128} --seq $2 --causal $4 --iters $3 --warmup 5
+}
+sj() { # sj VARIANT N ITERS [TUNE]: non-causal, on ab/VARIANT (or the build's own templates: -)
   local v=$1 n=$2 it=$3 tune=${4:-}
   if [ "$v" = - ]; then
-    SAGEJIT_TUNE=$tune SAGEJIT_CACHE_DIR=$PWD/$B/test-cache/plans timeout 120 \
-      $B/sagejit bench -q --family wgmma --head-dim 128 --seq $n \
-      --causal 0 --iters $it --warmup 5
+    sjc - $n $it 0 "$tune"
   else
     SAGEJIT_TUNE=$tune SAGEJIT_TEMPLATE_DIR=$PWD/ab/$v SAGEJIT_CACHE_DIR=$PWD/$B/test-cache/ab-$v \
       timeout 120 $B/sagejit bench -q --family wgmma --head-dim 128 --seq $n --causal 0 \
       --iters $it --warmup 5
   fi
 }
-sjc() { # sjc - N ITERS CAUSAL TUNE: the build's own templates, causal or not
-  SAGEJIT_TUNE=$5 SAGEJIT_CACHE_DIR=$PWD/$B/test-cache/plans timeout 120 \
-    $B/sagejit bench -q --family wgmma --head-dim ${HD:-128} --seq $2 --causal $4 --iters $3 --warmup 5
+# versus ROUNDS "N:ITERS ..." "CAUSAL ..." "TUNE ..." LABEL: each tune (""
+# for the default, named LABEL) after 10 s idle (a cool board, as a first
+# benchmark call finds it) in a burst of 25 calls, then sustained over ITERS
+versus() {
+  local rounds=$1 seqs=$2 causals=$3 tunes=$4 label=$5 r n c t
+  for r in $(seq "$rounds"); do
+    for n in $seqs; do
+      for c in $causals; do
+        for t in $tunes; do
+          [ "$t" = - ] && t=
+          sleep 10
+          sample "r$r-${t:-$label}-d${HD:-128}-${n%%:*}-c$c-20" sjc - ${n%%:*} 20 $c "$t"
+          sample "r$r-${t:-$label}-d${HD:-128}-${n%%:*}-c$c-${n#*:}" sjc - ${n%%:*} ${n#*:} $c "$t"
+        done
+      done
+    done
+  done
 }
 nvidia-smi --query-gpu=name,power.limit,clocks.max.sm --format=csv,noheader
 if [ "$set_" = l2 ]; then
@@ -84,42 +100,15 @@ elif [ "$set_" = trio ]; then
   rc=$?
   echo "check nc=3: rc=$rc, $(tail -1 "$OUT/check-trio.log")"
   [ $rc -eq 124 ] && exit 1
-  for r in 1 2; do
-    for n in 4096:1800 8192:400 16384:120; do
-      for t in "" nc=2 nc=3; do
-        sleep 10
-        sample "r$r-${t:-default}-${n%%:*}-20" sjc - ${n%%:*} 20 0 "$t"
-        sample "r$r-${t:-default}-${n%%:*}-${n#*:}" sjc - ${n%%:*} ${n#*:} 0 "$t"
-      done
-    done
-  done
+  versus 2 "4096:1800 8192:400 16384:120" 0 "- nc=2 nc=3" default
 elif [ "$set_" = d64 ]; then
   # D = 64 (solo CTAs at every length) against one and two consumers at
-  # 8K and 16K, causal and not, one round, as the solo set
-  for n in 8192:700 16384:200; do
-    for c in 0 1; do
-      for t in "" nc=1 nc=2; do
-        sleep 10
-        HD=64 sample "${t:-solo}-d64-${n%%:*}-c$c-20" sjc - ${n%%:*} 20 $c "$t"
-        HD=64 sample "${t:-solo}-d64-${n%%:*}-c$c-${n#*:}" sjc - ${n%%:*} ${n#*:} $c "$t"
-      done
-    done
-  done
+  # 8K and 16K, causal and not, one round
+  HD=64 versus 1 "8192:700 16384:200" "0 1" "- nc=1 nc=2" solo
 elif [ "$set_" = solo ]; then
   # SJ_SOLO_SEQ: solo CTAs against two consumers at 8K and 16K, causal or
-  # not, two rounds; each short run after 10 s idle (a cool board, as a
-  # first benchmark call finds it), then the sustained one
-  for r in 1 2; do
-    for n in 8192:400 16384:120; do
-      for c in 0 1; do
-        for t in "" nc=2; do
-          sleep 10
-          sample "r$r-${t:-solo}-${n%%:*}-c$c-20" sjc - ${n%%:*} 20 $c "$t"
-          sample "r$r-${t:-solo}-${n%%:*}-c$c-${n#*:}" sjc - ${n%%:*} ${n#*:} $c "$t"
-        done
-      done
-    done
-  done
+  # not, two rounds
+  versus 2 "8192:400 16384:120" "0 1" "- nc=2" solo
 else
   for n in 16384:120 4096:1800; do
     for it in 20 ${n#*:}; do
