@@ -19,7 +19,8 @@
 #   trio   with bench/exp/trio.patch applied: check nc=3, then the default
 #          against nc=2 and nc=3 (three solo warpgroups in one 192-row CTA)
 #          at 4K / 8K / 16K non-causal; warm the plans cache with
-#          SAGEJIT_TUNE=nc=3 first
+#          SAGEJIT_TUNE=nc=3 first (run in the thirty-fourth session: the
+#          trio lost, bench/NOTES.md's trio row)
 set -u
 B=build-gpu
 . bench/gpu_libs.sh
