@@ -15,6 +15,14 @@ typedef int i32;
 typedef unsigned long long u64;
 typedef long long i64;
 
+// Namespace-scope constants are `inline constexpr` throughout the templates:
+// a plain constexpr variable has internal linkage, and NVRTC emits each one
+// into every cubin as a symbol whose name carries a hash of the compile's
+// time, so the same kernel compiled a second later came out different
+// (and 1 KB larger).  Inline ones are folded and emitted nowhere: a
+// kernel's image depends only on its sources and options (test_compile's
+// test_image_deterministic).
+
 // ------------------------------------------------------------ enumerations
 // The integer values are part of the name expressions the runtime builds
 // (runtime/spec.c); keep them in sync with include/sagejit.h.
@@ -51,19 +59,19 @@ enum Accum {
 // rms error of about sqrt(R / 12) / 127 of V's rms: 2.3e-2 at R = 100,
 // where pvi8's whole output error meets split V's ~2.8e-2 (bench/v_spread.c;
 // Gaussian V has R ~ 15, 0.1 % of tokens x 20 R ~ 700-1300).
-constexpr float PVI8_R_MAX = 100.f;
+inline constexpr float PVI8_R_MAX = 100.f;
 
 // Tile sizes shared by the quantization and attention kernels.
-constexpr int BLK_Q = 128; // query rows per attention CTA / Q quant block
-constexpr int BLK_K = 64;  // keys per KV tile / K quant block
+inline constexpr int BLK_Q = 128; // query rows per attention CTA / Q quant block
+inline constexpr int BLK_K = 64;  // keys per KV tile / K quant block
 
-constexpr float FP8_P_OFFSET = 8.807354922057604f; // log2(448), the e4m3 max
-constexpr float U8_P_OFFSET = 7.994353436858858f;  // log2(255), the u8 max
+inline constexpr float FP8_P_OFFSET = 8.807354922057604f; // log2(448), the e4m3 max
+inline constexpr float U8_P_OFFSET = 7.994353436858858f;  // log2(255), the u8 max
 // INT8 P's exponent offset with pack4_u8_sub: log2(255) - 24, so that ex2
 // returns the u8 value times 2^-24, the fp16 subnormal it packs
-constexpr float U8_P_EXP = U8_P_OFFSET - 24.f;
-constexpr float LOG2E = 1.4426950408889634f;
-constexpr float LN2 = 0.6931471805599453f;
+inline constexpr float U8_P_EXP = U8_P_OFFSET - 24.f;
+inline constexpr float LOG2E = 1.4426950408889634f;
+inline constexpr float LN2 = 0.6931471805599453f;
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
 
 // ------------------------------------------------------------ conversions

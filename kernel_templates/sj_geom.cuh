@@ -6,7 +6,7 @@
 
 namespace sj {
 
-constexpr int V8_GAP = SJ_V8_GAP; // varlen v8: room between sequences
+inline constexpr int V8_GAP = SJ_V8_GAP; // varlen v8: room between sequences
 
 __device__ __forceinline__ int clampi(int x, int lo, int hi) {
   return x < lo ? lo : (x > hi ? hi : x);

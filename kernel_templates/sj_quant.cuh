@@ -28,15 +28,15 @@ __device__ __forceinline__ int k_stride(int len, int k_sample) {
   return k_sample > 1 && len >= SJ_K_SAMPLE_MIN * k_sample ? k_sample : 1;
 }
 
-constexpr int STATS_THREADS = 256;
-constexpr int STATS_MIN_CTAS = SJ_STATS_CTAS; // the host sizes the grid to one wave
+inline constexpr int STATS_THREADS = 256;
+inline constexpr int STATS_MIN_CTAS = SJ_STATS_CTAS; // the host sizes the grid to one wave
 // Rows stream through shared memory with cp.async: STATS_STAGES stages of
 // STATS_UNROLL passes (a pass is a row per thread group), two stages in
 // flight while the thread sums the third.  Registers held the loads
 // before (80 registers and spills at three CTAs per multiprocessor, a
 // bubble between each round of loads and its use: 1.6-2.1 TB/s).
-constexpr int STATS_STAGES = 3;
-constexpr int STATS_UNROLL = 2;
+inline constexpr int STATS_STAGES = 3;
+inline constexpr int STATS_UNROLL = 2;
 
 // Shared memory of stats_chunk: the stages, and the reduction after them.
 template <int D> struct StatsSmem {
@@ -304,11 +304,11 @@ __global__ void __launch_bounds__(256) kv_finalize(const sj_finalize_args a) {
 }
 
 // ------------------------------------------------------------------ pass 3
-constexpr int QUANT_THREADS = 256;
+inline constexpr int QUANT_THREADS = 256;
 // Four CTAs per multiprocessor (64 registers): each CTA has one round of
 // loads in flight, so occupancy is what keeps DRAM busy (73 registers and
 // three CTAs left it at 71 % of a device copy).
-constexpr int QUANT_MIN_CTAS = 4;
+inline constexpr int QUANT_MIN_CTAS = 4;
 // Five (48 registers) where measured faster: D <= 64 (no spills; H200
 // prep at 1K / 4K / 16K -10 / -7 / -9 %) and D = 128 on sm_90 (80 bytes of
 // spills, yet prep -4 / -5 % at 1K / 4K: occupancy pays more than the

@@ -11,10 +11,10 @@
 
 namespace sj {
 
-constexpr int REF_WARPS = 4;
-constexpr int REF_ROWS = 4;
-constexpr int REF_TILE = 32;
-constexpr int REF_MAX_D = 256;
+inline constexpr int REF_WARPS = 4;
+inline constexpr int REF_ROWS = 4;
+inline constexpr int REF_TILE = 32;
+inline constexpr int REF_MAX_D = 256;
 
 template <int DT, int D>
 __global__ void __launch_bounds__(REF_WARPS * 32) reference_attn(const sj_ref_args a) {

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -132,10 +133,46 @@ static void test_other_kernels_compile(void **state) {
   sj_context_destroy(ctx);
 }
 
+/* A kernel's image depends only on what its cache key hashes: the same
+ * spec compiled twice, more than a second apart, gives the same bytes.
+ * (Namespace-scope constants of internal linkage once made NVRTC emit
+ * symbols named after a hash of the compile's time: kernel_templates/
+ * sj_common.cuh.)  One small kernel and one attention kernel. */
+static void test_image_deterministic(void **state) {
+  (void)state;
+  if (sj_nvrtc_version(NULL, NULL) != SJ_OK)
+    skip();
+  sj_target t;
+  assert_int_equal(sj_target_parse("sm_90a", &t), 0);
+  sj_spec specs[2];
+  memset(specs, 0, sizeof specs);
+  specs[0].kind = SJ_KERNEL_FINALIZE;
+  specs[0].head_dim = 64;
+  specs[1].kind = SJ_KERNEL_REFERENCE;
+  specs[1].dtype = SJ_DTYPE_FP16;
+  specs[1].head_dim = 64;
+  for (int i = 0; i < 2; i++) {
+    sj_compiled a, b;
+    char msg[1024];
+    if (sj_compile(&specs[i], &t, &a, msg, sizeof msg) != SJ_OK)
+      fail_msg("first compile of spec %d: %s", i, msg);
+    struct timespec ts = {1, 100 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    if (sj_compile(&specs[i], &t, &b, msg, sizeof msg) != SJ_OK)
+      fail_msg("second compile of spec %d: %s", i, msg);
+    assert_true(a.size > 0);
+    assert_int_equal(a.size, b.size);
+    assert_memory_equal(a.image, b.image, a.size);
+    sj_compiled_free(&a);
+    sj_compiled_free(&b);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_warm_default_matrix_all_targets),
       cmocka_unit_test(test_other_kernels_compile),
+      cmocka_unit_test(test_image_deterministic),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
