@@ -137,7 +137,9 @@ static void test_other_kernels_compile(void **state) {
  * spec compiled twice, more than a second apart, gives the same bytes.
  * (Namespace-scope constants of internal linkage once made NVRTC emit
  * symbols named after a hash of the compile's time: kernel_templates/
- * sj_common.cuh.)  One small kernel and one attention kernel. */
+ * sj_common.cuh.)  kv_finalize and the FP32 reference kernel: both are
+ * compiled from the whole translation unit, so a constant of internal
+ * linkage in any header would show in either. */
 static void test_image_deterministic(void **state) {
   (void)state;
   if (sj_nvrtc_version(NULL, NULL) != SJ_OK)
