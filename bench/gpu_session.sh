@@ -1,7 +1,7 @@
 #!/bin/bash
 # bench/gpu_session.sh BUILD STEP... -- one device session: GPU tests, the CLI
 # self-check, benchmarks and baselines, each step logged under $OUT.
-# Steps: info test varlen faults check bench tune3 sdpa firstcall sanitize
+# Steps: info prewarm test varlen faults check bench tune3 sdpa firstcall sanitize
 # splitcheck splitbench splitlong autobench autolong sa2 timeline ...
 set -u
 build=${1:?build dir}; shift
@@ -17,6 +17,16 @@ for step in "$@"; do
     info)
       nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw --format=csv
       $cli info ;;
+    prewarm)
+      # every sm_90a kernel of the three families into the test cache with
+      # all the device's cores: test_gpu then loads instead of compiling
+      # one kernel at a time (a cold cache cost it ~480 s of NVRTC)
+      timeout 400 $cli warm --arch sm_90a --family fp16pv,fp8pv,wgmma \
+        --head-dim 32,64,96,128,256 --causal 0,1 --dtype fp16,bf16 \
+        --quant per_block,per_warp,per_thread \
+        --accum fp32,fp32+fp32,fp16+fp32,fp32+fp16,fp32+fp32+splitv,pv16,pvi8,pvi8+splitv \
+        --no-progress > "$OUT/prewarm.log" 2>&1
+      echo "prewarm rc=$?"; tail -2 "$OUT/prewarm.log" ;;
     test)
       timeout 480 $PWD/$build/tests/test_gpu > "$OUT/test_gpu.log" 2>&1
       echo "test_gpu rc=$?"; grep -E "FAIL|PASSED|FAILED|cases|first call|child" "$OUT/test_gpu.log" | head -40 ;;
