@@ -70,7 +70,12 @@ static double now_ms(void) {
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
-/* A fresh cache directory under g_dir. */
+/* The cache directory `name` under g_dir.  The tests that count compiles
+ * (cold, threads, reject) each have their own, fresh; the others, which
+ * look only at what is launched, share ROUTES, so that a kernel two of
+ * them need is compiled once (NVRTC is this file's whole run time, and
+ * twice that under the sanitizers). */
+#define ROUTES "routes"
 static void cache_dir(char *buf, size_t size, const char *name) {
   int n = snprintf(buf, size, "%s/%s", g_dir, name);
   assert_true(n > 0 && (size_t)n < size);
@@ -98,10 +103,10 @@ static void point_tensors(sj_attention_params *p, char *buf, size_t bytes) {
 }
 
 /* A context on the fake driver reporting a 1 MiB L2, with its cache in
- * g_dir/`name`, and a buffer for four tensors of `bytes` each. */
-static sj_context *small_l2_ctx(const char *name, size_t bytes, char **buf) {
+ * ROUTES, and a buffer for four tensors of `bytes` each. */
+static sj_context *small_l2_ctx(size_t bytes, char **buf) {
   char dir[600];
-  cache_dir(dir, sizeof dir, name);
+  cache_dir(dir, sizeof dir, ROUTES);
   *buf = aligned_alloc(256, 4 * bytes);
   assert_non_null(*buf);
   setenv("FAKE_CUDA_L2", "1048576", 1);
@@ -281,7 +286,7 @@ static void test_short_causal_kernel(void **state) {
   (void)state;
   need();
   char dir[600];
-  cache_dir(dir, sizeof dir, "short");
+  cache_dir(dir, sizeof dir, ROUTES);
   sj_context *ctx = NULL;
   enum { D = 128, H = 2, N_MAX = SJ_SOLO_SEQ_CAUSAL + 1 };
   const size_t bytes = (size_t)H * N_MAX * D * 2;
@@ -347,7 +352,7 @@ static void test_heads_first_budget(void **state) {
   enum { D = 128, H = 4, N_MAX = 4160 };
   const size_t bytes = (size_t)H * N_MAX * D * 2;
   char *buf;
-  sj_context *ctx = small_l2_ctx("order", bytes, &buf);
+  sj_context *ctx = small_l2_ctx(bytes, &buf);
   static const struct {
     sj_family family;
     int heads_kv, seq, heads_first;
@@ -427,7 +432,7 @@ static void test_prep_launch(void **state) {
   if (!g_grid_at || !g_memsets)
     skip();
   char dir[600];
-  cache_dir(dir, sizeof dir, "prep");
+  cache_dir(dir, sizeof dir, ROUTES);
   enum { HMAX = 4 };
   char *buf = aligned_alloc(256, 4 * (size_t)HMAX * 100 * 64 * 2);
   assert_non_null(buf);
@@ -528,7 +533,7 @@ static void test_bench_timing(void **state) {
   if (!g_events)
     skip();
   char dir[600];
-  cache_dir(dir, sizeof dir, "prep"); /* test_prep_launch's kernels */
+  cache_dir(dir, sizeof dir, ROUTES);
   sj_context *ctx = make_ctx(dir);
   enum { ITERS = 7 };
   for (int sync = 0; sync < 2; sync++) {
@@ -570,7 +575,7 @@ static void test_l2_keep_v_flag(void **state) {
   enum { D = 128, H = 4, N_MAX = 1024 };
   const size_t bytes = (size_t)H * N_MAX * D * 2;
   char *buf;
-  sj_context *ctx = small_l2_ctx("order", bytes, &buf);
+  sj_context *ctx = small_l2_ctx(bytes, &buf);
   static const struct {
     sj_family family;
     sj_pv_accum accum;
@@ -640,7 +645,7 @@ static void test_stats_wave(void **state) {
   } cases[] = {{"9.0", 3}, {"8.9", 2}};
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     char dir[600];
-    cache_dir(dir, sizeof dir, "wave");
+    cache_dir(dir, sizeof dir, ROUTES);
     setenv("FAKE_CUDA_CC", cases[i].cc, 1);
     sj_config cfg;
     sj_config_init(&cfg);
