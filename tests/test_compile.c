@@ -1,10 +1,12 @@
 /*
  * test_compile.c -- every kernel template compiles with NVRTC for every
- * default target on this GPU-less machine, the images land in the cache,
- * and each image is a valid binary for its target.
+ * target sagejit compiles for (the seven of the default warm set, and
+ * sm_87, sm_88, sm_110a and sm_121a, which a warm compiles when asked) on
+ * this GPU-less machine, the images land in the cache, and each image is a
+ * valid binary for its target.
  *
- * SJ_TEST_TARGETS=sm_80,sm_90a (a subset of the default targets) limits
- * the first two tests to those targets.  The sanitizer passes of .ci/run
+ * SJ_TEST_TARGETS=sm_80,sm_90a (a subset of those targets) limits the
+ * compiling tests to them.  The sanitizer passes of .ci/run
  * set it to one target per family: the library code they check is the
  * same for every target, and under their allocators each NVRTC compile
  * costs twice its time (the plain suite compiles every target).
@@ -23,15 +25,17 @@
 #include "internal.h"
 #include "testutil.h"
 
+/* Every cubin target of runtime/arch.c (test_target_list_complete). */
 static const char *const k_all_targets[] = {
-    "sm_80", "sm_86", "sm_89", "sm_90a", "sm_100a", "sm_103a", "sm_120a"};
+    "sm_80",   "sm_86",   "sm_87",   "sm_88",   "sm_89",  "sm_90a",
+    "sm_100a", "sm_103a", "sm_110a", "sm_120a", "sm_121a"};
 #define N_ALL (sizeof k_all_targets / sizeof *k_all_targets)
 /* The targets under test: all of them, or those SJ_TEST_TARGETS names. */
 static const char *k_targets[N_ALL];
 static size_t g_n_targets;
 
-/* Fills k_targets; -1 when SJ_TEST_TARGETS lists a name that is not a
- * default target, or one twice. */
+/* Fills k_targets; -1 when SJ_TEST_TARGETS lists a name that is not one
+ * of k_all_targets, or one twice. */
 static int pick_targets(void) {
   const char *env = getenv("SJ_TEST_TARGETS");
   g_n_targets = 0;
@@ -72,8 +76,36 @@ static int count_row(void *user, const sj_cache_entry *e) {
   return 0;
 }
 
-/* The default warm matrix, for all default targets: {fp16, bf16} x {64,
- * 128} x {causal 0, 1} with each target's default family.  Per target:
+/* Every compute capability from 8.0 to 12.9 that the library maps to a
+ * cubin target maps to one of k_all_targets: a target added to
+ * runtime/arch.c fails here until the tests above compile for it. */
+static void test_target_list_complete(void **state) {
+  (void)state;
+  if (sj_nvrtc_version(NULL, NULL) != SJ_OK)
+    skip();
+  int seen[N_ALL] = {0};
+  for (int major = 8; major <= 12; major++)
+    for (int minor = 0; minor <= 9; minor++) {
+      char name[32];
+      if (sj_target_for_cc(major, minor, name, sizeof name) != SJ_OK ||
+          strncmp(name, "sm_", 3))
+        continue; /* unknown, or PTX for a device newer than NVRTC */
+      size_t i = 0;
+      while (i < N_ALL && strcmp(name, k_all_targets[i]))
+        i++;
+      if (i == N_ALL)
+        fail_msg("compute capability %d.%d runs %s, which this file does "
+                 "not compile for",
+                 major, minor, name);
+      seen[i] = 1;
+    }
+  for (size_t i = 0; i < N_ALL; i++)
+    if (!seen[i])
+      fail_msg("%s: no compute capability maps to it", k_all_targets[i]);
+}
+
+/* The default warm matrix, for all the targets under test: {fp16, bf16} x
+ * {64, 128} x {causal 0, 1} with each target's default family.  Per target:
  * kv_stats (2 dtypes x 2 dims) + kv_finalize (2 dims) + quant (4) + attention
  * (8) = 18 distinct kernels; sm_90a adds, at D = 128, the attention
  * kernels of short causal sequences (sj_plan_short), one per dtype, and of
@@ -209,7 +241,7 @@ static void test_image_deterministic(void **state) {
 
 int main(void) {
   if (pick_targets() != 0) {
-    fprintf(stderr, "SJ_TEST_TARGETS=%s: not a list of default targets\n",
+    fprintf(stderr, "SJ_TEST_TARGETS=%s: not a list of targets of this file\n",
             getenv("SJ_TEST_TARGETS"));
     return 2;
   }
@@ -217,6 +249,7 @@ int main(void) {
     printf("test_compile: %zu of %zu targets (SJ_TEST_TARGETS)\n", g_n_targets,
            N_ALL);
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_target_list_complete),
       cmocka_unit_test(test_warm_default_matrix_all_targets),
       cmocka_unit_test(test_other_kernels_compile),
       cmocka_unit_test(test_image_deterministic),
