@@ -78,7 +78,7 @@ static int count_row(void *user, const sj_cache_entry *e) {
 
 /* Every compute capability from 8.0 to 12.9 that the library maps to a
  * cubin target maps to one of k_all_targets: a target added to
- * runtime/arch.c fails here until the tests above compile for it. */
+ * runtime/arch.c fails here until this file compiles for it too. */
 static void test_target_list_complete(void **state) {
   (void)state;
   if (sj_nvrtc_version(NULL, NULL) != SJ_OK)

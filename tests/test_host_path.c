@@ -77,8 +77,8 @@ static double now_ms(void) {
  * twice that under the sanitizers).  SJ_TEST_ROUTES_CACHE=DIR puts ROUTES
  * in DIR, kept from run to run: .ci/run points the plain suite and both
  * sanitizer passes at one directory, so the instrumented runs load what
- * the plain one compiled (the compile path stays covered by the three
- * tests above). */
+ * the plain one compiled (the compile path stays covered there by cold,
+ * threads and reject). */
 #define ROUTES "routes"
 static void cache_dir(char *buf, size_t size, const char *name) {
   const char *keep = getenv("SJ_TEST_ROUTES_CACHE");
