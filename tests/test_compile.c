@@ -34,6 +34,15 @@ static const char *const k_all_targets[] = {
 static const char *k_targets[N_ALL];
 static size_t g_n_targets;
 
+/* The index in k_all_targets of the name s[0..len), or N_ALL. */
+static size_t target_index(const char *s, size_t len) {
+  size_t i = 0;
+  while (i < N_ALL &&
+         (strlen(k_all_targets[i]) != len || strncmp(s, k_all_targets[i], len)))
+    i++;
+  return i;
+}
+
 /* Fills k_targets; -1 when SJ_TEST_TARGETS lists a name that is not one
  * of k_all_targets, or one twice. */
 static int pick_targets(void) {
@@ -47,10 +56,7 @@ static int pick_targets(void) {
   for (const char *p = env; *p;) {
     const char *comma = strchr(p, ',');
     const size_t n = comma ? (size_t)(comma - p) : strlen(p);
-    size_t i = 0;
-    while (i < N_ALL &&
-           (strlen(k_all_targets[i]) != n || strncmp(p, k_all_targets[i], n)))
-      i++;
+    const size_t i = target_index(p, n);
     if (i == N_ALL)
       return -1;
     for (size_t j = 0; j < g_n_targets; j++)
@@ -90,9 +96,7 @@ static void test_target_list_complete(void **state) {
       if (sj_target_for_cc(major, minor, name, sizeof name) != SJ_OK ||
           strncmp(name, "sm_", 3))
         continue; /* unknown, or PTX for a device newer than NVRTC */
-      size_t i = 0;
-      while (i < N_ALL && strcmp(name, k_all_targets[i]))
-        i++;
+      const size_t i = target_index(name, strlen(name));
       if (i == N_ALL)
         fail_msg("compute capability %d.%d runs %s, which this file does "
                  "not compile for",
