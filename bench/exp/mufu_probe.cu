@@ -1,5 +1,5 @@
-// bench/exp/mufu_probe.cu: MUFU throughput per instruction and per value for exp2 (f32, f16x2, bf16x2) and tanh (f16x2, bf16x2), by clock64 over 132 CTAs of 1024 threads, 8 independent chains each; plus its SASS.
-// nvcc -O3 -arch=sm_90a -o build-probe/mufu_probe bench/exp/mufu_probe.cu
+// bench/exp/mufu_probe.cu: MUFU throughput per instruction and per value for exp2 (f32, f16x2, bf16x2) and tanh (f16x2, bf16x2), by clock64 in one CTA of 1024 threads per multiprocessor, 8 independent chains per thread.
+// nvcc -O3 -arch=sm_90a -o build-probe/mufu_probe bench/exp/mufu_probe.cu (the SASS: nvcc -cubin, then cuobjdump -sass on the device)
 // Result on the H200 (thirty-sixth session, bench/NOTES.md): 16 values per clock per SM for every form; each packed form is two scalar MUFU ops and a PRMT.
 #include <cstdio>
 #include <cuda_runtime.h>
@@ -26,27 +26,44 @@ template <int V> __global__ void k(unsigned *out, long long *cyc) {
   unsigned s = 0;
   for (int i = 0; i < 8; i++) s += a[i];
   out[blockIdx.x * blockDim.x + threadIdx.x] = s;
-  if (threadIdx.x == 0) cyc[blockIdx.x] = t1 - t0;
+  if (threadIdx.x == 0) {
+    unsigned sm;
+    asm("mov.u32 %0, %%smid;" : "=r"(sm));
+    cyc[2 * blockIdx.x] = t1 - t0;
+    cyc[2 * blockIdx.x + 1] = sm;
+  }
 }
-template <int V> void run(const char *name, unsigned *d, long long *c) {
-  int threads = 1024;
-  k<V><<<132, threads>>>(d, c);
-  k<V><<<132, threads>>>(d, c);
+// As many CTAs as multiprocessors; each records its %smid, and a run
+// where two shared one (and so its MUFU) is reported as such.
+template <int V> void run(const char *name, int sms, unsigned *d, long long *c) {
+  const int threads = 1024;
+  k<V><<<sms, threads>>>(d, c); // warm-up
+  k<V><<<sms, threads>>>(d, c);
   cudaDeviceSynchronize();
-  long long h[132];
-  cudaMemcpy(h, c, sizeof h, cudaMemcpyDeviceToHost);
+  long long h[2 * 1024];
+  cudaMemcpy(h, c, 2 * sms * sizeof h[0], cudaMemcpyDeviceToHost);
   double avg = 0;
-  for (int i = 0; i < 132; i++) avg += h[i] / 132.0;
-  double ops = (double)threads * IT * 8; // instructions per SM
+  bool seen[1024] = {false}, shared = false;
+  for (int i = 0; i < sms; i++) {
+    avg += h[2 * i] / (double)sms;
+    const long long sm = h[2 * i + 1];
+    shared |= sm < 0 || sm >= 1024 || seen[sm];
+    if (sm >= 0 && sm < 1024) seen[sm] = true;
+  }
+  double ops = (double)threads * IT * 8; // instructions per CTA, i.e. per SM
   int vals = V == 0 ? 1 : 2;
-  printf("%-8s %.2f instr/clk/SM  %.2f values/clk/SM (%s)\n", name, ops / avg, ops * vals / avg,
-         cudaGetErrorString(cudaGetLastError()));
+  printf("%-8s %.2f instr/clk/SM  %.2f values/clk/SM (%s)%s\n", name, ops / avg, ops * vals / avg,
+         cudaGetErrorString(cudaGetLastError()), shared ? " [two CTAs shared a multiprocessor: invalid]" : "");
 }
 int main() {
+  cudaDeviceProp prop;
+  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess || prop.multiProcessorCount > 1024)
+    return 1;
+  const int sms = prop.multiProcessorCount;
   unsigned *d; long long *c;
-  cudaMalloc(&d, 132 * 1024 * 8 * 4); cudaMalloc(&c, 132 * 8);
-  cudaMemset(d, 0x3c, 132 * 1024 * 8 * 4);
-  run<0>("f32", d, c); run<1>("f16x2", d, c); run<2>("bf16x2", d, c);
-  run<3>("tanhbf2", d, c); run<4>("tanhh2", d, c);
+  cudaMalloc(&d, (size_t)sms * 1024 * 8 * 4); cudaMalloc(&c, 2 * sms * 8);
+  cudaMemset(d, 0x3c, (size_t)sms * 1024 * 8 * 4);
+  run<0>("f32", sms, d, c); run<1>("f16x2", sms, d, c); run<2>("bf16x2", sms, d, c);
+  run<3>("tanhbf2", sms, d, c); run<4>("tanhh2", sms, d, c);
   return 0;
 }
