@@ -74,7 +74,7 @@ for step in "$@"; do
         $cli bench --family fp16pv --head-dim 128 --seq 4096 --causal 0 --iters 1 --warmup 1 > "$OUT/ncu.txt" 2>&1
       echo "ncu rc=$?"; grep -E "Throughput|Issued|Eligible|Stall|Warp Cycles|Occupancy|Registers|Pipe|Executed Ipc|Duration|Active Warps" "$OUT/ncu.txt" | head -60 ;;
     sass)
-      python3 bench/dump_sass.py "$SAGEJIT_CACHE_DIR/kernels.db" "attn_mma<sj::FP16PV,sj::FP16,128,false,sj::PER_THREAD,sj::ACC_FP32,32" "$OUT/attn_fp16pv" ;;
+      python3 bench/dump_sass.py "$SAGEJIT_CACHE_DIR/kernels.db" "attn_mma<sj::FP16PV,sj::FP16,128,false,sj::ACC_FP32,32" "$OUT/attn_fp16pv" ;;
     firstcall)
       timeout 200 $cli bench --first-call --head-dim 128 --seq 4096 --causal 0 > "$OUT/firstcall.log" 2>&1; echo "firstcall rc=$?"; cat "$OUT/firstcall.log" ;;
     wgcheck)
@@ -112,7 +112,7 @@ for step in "$@"; do
         $cli bench --family wgmma --head-dim 128 --seq 4096 --causal 0 --iters 1 --warmup 1 > "$OUT/quantncu.txt" 2>&1
       echo "quantncu rc=$?"; grep -vE "^==PROF==" "$OUT/quantncu.txt" | grep -E "stalled|Throughput|Occupancy|Active Warps|Registers|Shared|Bank|Duration|L1|L2|Excessive|uncoalesced|sectors" | sed 's/  */ /g' | awk '$NF!="0" && $NF!="0.00"' | head -50 ;;
     wgsass)
-      python3 bench/dump_sass.py "$SAGEJIT_CACHE_DIR/kernels.db" "attn_wgmma<sj::FP16,128,false,sj::PER_THREAD,sj::ACC_FP32_FP32" "$OUT/attn_wgmma" | cut -c1-600
+      python3 bench/dump_sass.py "$SAGEJIT_CACHE_DIR/kernels.db" "attn_wgmma<sj::FP16,128,false,sj::ACC_FP32_FP32" "$OUT/attn_wgmma" | cut -c1-600
       grep -cE "LDL|STL" "$OUT/attn_wgmma.sass" ;;
     splitcheck)
       # split V beside plain fp32+fp32, both FP8 families, the self-check matrix

@@ -104,7 +104,10 @@ typedef struct sj_attn_args {
   float lse_scale;     /* converts the log2-domain LSE to natural log */
   int flags;           /* causal: key j is visible to query i iff j <= i,
                           or j <= i + len_kv - len_q with SJ_F_CAUSAL_BR */
-  int pad_;
+  int quant; /* the Q/K scale granularity, SJ_QUANT_* (1 per_block, 2
+                per_warp, 3 per_thread): where the Q scale is read and
+                which rows the fused Q quantizer shares it over.  K scales
+                are four per 64-key block whatever it is. */
   /* SJ_F_Q_FUSED: the kernel quantizes Q itself, from the caller's tensor
    * (q, strides in elements, times q_prescale as quant_qkv would);
    * k_mean (fp32 [b][hk][D]) gives the LSE's q.mean_k under K smoothing. */

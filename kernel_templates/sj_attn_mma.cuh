@@ -143,8 +143,11 @@ template <int MT, int DN> struct PvGroup {
 // KSUB: keys per compute step (32 or 64).  Tiles are loaded BLK_K = 64 keys
 // at a time; with KSUB = 32 each tile is processed as two online-softmax
 // steps, which halves the score registers (for WARP_Q = 32 at large D).
-template <int FAM, int DT, int D, bool CAUSAL, int QG, int ACC, int WARP_Q,
-          int STAGES, int KSUB>
+// The Q/K scale granularity is the argument a.quant (SJ_QUANT_*), not a
+// template parameter: it only picks the Q scale's index and the fused
+// quantizer's row group, once per CTA, and every granularity's K scales are
+// laid out as per_thread's (quant_qkv), so the key loop is the same code.
+template <int FAM, int DT, int D, bool CAUSAL, int ACC, int WARP_Q, int STAGES, int KSUB>
 __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
     attn_mma(const sj_attn_args a) {
   constexpr int NWARPS = BLK_Q / WARP_Q;
@@ -270,7 +273,8 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
   constexpr int RPT = WARP_Q / 8;
   // (per_block's 128-row group spans the warps: the runtime leaves it to
   // quant_qkv)
-  const bool q_fused = QG != PER_BLOCK && (a.flags & SJ_F_Q_FUSED) != 0;
+  const int qg = a.quant;
+  const bool q_fused = qg != PER_BLOCK && (a.flags & SJ_F_Q_FUSED) != 0;
   u32x4 qraw[RPT][D / 32];
   if (q_fused)
     fq_load<D, RPT>(a, sq, b, h, q0 + warp * WARP_Q, lane, qraw);
@@ -325,7 +329,10 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
   if (q_fused) {
     // rows g + 8k (the quad), or the warp's rows
     const float lane_amax = fq_amax<DT, D, RPT>(a, qraw);
-    q_scale = (QG == PER_WARP ? group_max<32>(lane_amax) : group_max<4>(lane_amax)) / 127.f;
+    float amax = group_max<4>(lane_amax);
+    if (qg == PER_WARP)
+      amax = group_max<32>(amax);
+    q_scale = amax / 127.f;
     const float inv = q_scale > 0.f ? 1.0f / q_scale : 0.f;
 #pragma unroll
     for (int k = 0; k < RPT; k++)
@@ -337,9 +344,9 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
   } else {
     const float *qs = (const float *)a.q_scale;
     const i64 base = bh * G.n_qblk + qblk;
-    if (QG == PER_BLOCK)
+    if (qg == PER_BLOCK)
       q_scale = qs[base];
-    else if (QG == PER_WARP)
+    else if (qg == PER_WARP)
       q_scale = qs[base * NWARPS + warp];
     else
       q_scale = qs[(base * NWARPS + warp) * 8 + g];
@@ -379,11 +386,12 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
   }
 
   const int row_base = q0 + warp * WARP_Q; // first query row of the warp
-  // k_scale is per 64-key block: shared by a tile's sub-steps
+  // k_scale is per 64-key block: shared by a tile's sub-steps (four per
+  // block whatever the granularity; the coarser ones repeat theirs)
   auto k_scale_at = [&](int j) {
     const float *ks = (const float *)a.k_scale;
     const i64 base = bhk * G.n_kblk + j;
-    return QG == PER_THREAD ? ks[base * 4 + t] : ks[base];
+    return ks[base * 4 + t];
   };
   float k_scale_next = 0.f; // LEAN: the next tile's
   if (LEAN && n_tiles > 0)

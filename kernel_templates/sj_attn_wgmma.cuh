@@ -178,7 +178,7 @@ template <int NC> __device__ __forceinline__ void consumer_sync() {
 // u ^ (r mod 8) for 128-byte rows, u ^ ((r / 2) mod 4) for 64-byte rows).
 // Returns the lane's Q scale (and stores the LSE's q.mean_k, fq_qk).  The
 // caller fences the stores for the async proxy and syncs the consumers.
-template <int DT, int D, int QG, int BQ, int NC>
+template <int DT, int D, int BQ, int NC>
 __device__ __forceinline__ float fuse_q(const sj_attn_args &a, const u32x4 (&raw)[2][D / 32],
                                         const Seq &sq, int b, int h, int q0, i64 bhk, int cw,
                                         int lane, u8 *s_q, float *s_red) {
@@ -187,8 +187,11 @@ __device__ __forceinline__ float fuse_q(const sj_attn_args &a, const u32x4 (&raw
   const int g = lane / 4, t = lane % 4;
   // rows g and g + 8 (the quad), or the warp's 16 rows
   const float lane_amax = fq_amax<DT, D, 2>(a, raw);
-  float amax = QG == PER_THREAD ? group_max<4>(lane_amax) : group_max<32>(lane_amax);
-  if (QG == PER_BLOCK) {
+  const int qg = a.quant; // uniform: the per_block branch's barrier is safe
+  float amax = group_max<4>(lane_amax);
+  if (qg != PER_THREAD)
+    amax = group_max<32>(amax);
+  if (qg == PER_BLOCK) {
     if (lane == 0)
       s_red[cw] = amax;
     consumer_sync<NC>();
@@ -378,7 +381,7 @@ __device__ __forceinline__ void fold_i8(float (&o)[N], const i32 (&acc)[N],
 // The kernel's body, inlined into attn_wgmma below.  PRE: the caller has
 // loaded the fused Q rows into qraw and waited for the quantizer already
 // (pvi8+splitv, which reads kv_finalize's choice before it picks a body).
-template <int DT, int D, bool CAUSAL, int QG, int ACC, int STAGES, int BN, int NC, bool PRE>
+template <int DT, int D, bool CAUSAL, int ACC, int STAGES, int BN, int NC, bool PRE>
 __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
                                                 u32x4 (&qraw)[2][D / 32]) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -618,16 +621,16 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
 
   float q_scale;
   if (a.flags & SJ_F_Q_FUSED) {
-    q_scale = fuse_q<DT, D, QG, BQ, NC>(a, qraw, sq, b, h, q0, bhk, cw, lane, smem + S::Q_OFF,
+    q_scale = fuse_q<DT, D, BQ, NC>(a, qraw, sq, b, h, q0, bhk, cw, lane, smem + S::Q_OFF,
                                         (float *)(smem + S::RED_OFF));
   } else {
     // the quantizer's groups: 128-row blocks of 8 warps of 16 rows
     const float *qs = (const float *)a.q_scale;
     const i64 base = bh * G.n_qblk + q0 / BLK_Q;
     const int qw = (q0 % BLK_Q) / 16 + cw;
-    if (QG == PER_BLOCK)
+    if (a.quant == PER_BLOCK)
       q_scale = qs[base];
-    else if (QG == PER_WARP)
+    else if (a.quant == PER_WARP)
       q_scale = qs[base * 8 + qw];
     else
       q_scale = qs[(base * 8 + qw) * 8 + g];
@@ -767,14 +770,16 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
   // once: a 64-bit row product and a reload of n_kblk every tile cost
   // 0.1-4 %; bench/NOTES.md, w26.)
   float ksc[KB];
-  const float *ks_head = (const float *)a.k_scale + bhk * G.n_kblk * (QG == PER_THREAD ? 4 : 1);
+  // (four per 64-key block whatever the granularity: quant_qkv repeats
+  // a coarser one's, so this loop is the same code for all three)
+  const float *ks_head = (const float *)a.k_scale + bhk * G.n_kblk * 4;
   const int ks_last = G.n_kblk - 1;
   auto load_kscale = [&](int j) {
 #pragma unroll
     for (int kb = 0; kb < KB; kb++) {
       // A block past the key range has no scale; its keys are masked.
       const int blk = min(j * KB + kb, ks_last);
-      ksc[kb] = QG == PER_THREAD ? ks_head[blk * 4 + t] : ks_head[blk];
+      ksc[kb] = ks_head[blk * 4 + t];
     }
   };
   // S (int32) -> sf (float, masked); frees s for the next Q.K^T.  Called
@@ -1097,7 +1102,9 @@ __host__ __device__ constexpr int solo_ctas(int d, int bn) {
 // outside the loop: the shared memory is sized for the larger body, split
 // V's but in solo_split_stages' case, and either body uses the same
 // registers per thread).
-template <int DT, int D, bool CAUSAL, int QG, int ACC, int STAGES, int BN, int NC>
+// The Q/K scale granularity is the argument a.quant (SJ_QUANT_*), not a
+// template parameter (see attn_mma).
+template <int DT, int D, bool CAUSAL, int ACC, int STAGES, int BN, int NC>
 __global__ void __launch_bounds__(NC ? 128 * (NC + 1) : 128,
                                   NC == 1 ? 2 : (NC == 0 ? solo_ctas(D, BN) : 1))
     attn_wgmma(const __grid_constant__ sj_wgmma_args w) {
@@ -1119,12 +1126,12 @@ __global__ void __launch_bounds__(NC ? 128 * (NC + 1) : 128,
     pdl_wait(); // kv_finalize's choice, and everything the quantizer wrote
     const int hk = h / (G.heads_q / G.heads_kv);
     if (((const u8 *)a.v_mode)[(i64)b * G.heads_kv + hk])
-      attn_wgmma_body<DT, D, CAUSAL, QG, ACC_PVI8, STAGES, BN, NC, true>(w, qraw);
+      attn_wgmma_body<DT, D, CAUSAL, ACC_PVI8, STAGES, BN, NC, true>(w, qraw);
     else
-      attn_wgmma_body<DT, D, CAUSAL, QG, ACC_FP32_FP32_SPLITV, solo_split_stages(D, BN, STAGES, NC),
+      attn_wgmma_body<DT, D, CAUSAL, ACC_FP32_FP32_SPLITV, solo_split_stages(D, BN, STAGES, NC),
                       BN, NC, true>(w, qraw);
   } else {
-    attn_wgmma_body<DT, D, CAUSAL, QG, ACC, STAGES, BN, NC, false>(w, qraw);
+    attn_wgmma_body<DT, D, CAUSAL, ACC, STAGES, BN, NC, false>(w, qraw);
   }
 #endif
 }

@@ -445,7 +445,15 @@ __device__ __forceinline__ void quant_rows(const sj_quant_args &a, int blk,
       const float scale = m / 127.f;
       s_scale[g] = scale > 0.f ? 1.0f / scale : 0.f; // its inverse, once per group
       float *dst = (float *)(IS_K ? a.k_scale : a.q_scale);
-      dst[(bh * (IS_K ? G.n_kblk : G.n_qblk) + blk) * NGROUPS + g] = scale;
+      if (IS_K) {
+        // four per 64-key block whatever the granularity (the attention
+        // kernels read lane t's at 4 blk + t): a coarser one repeats its own
+        float *d4 = dst + (bh * G.n_kblk + blk) * 4;
+        for (int c = g; c < 4; c += NGROUPS)
+          d4[c] = scale;
+      } else {
+        dst[(bh * G.n_qblk + blk) * NGROUPS + g] = scale;
+      }
     }
   }
   __syncthreads();

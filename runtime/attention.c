@@ -561,7 +561,10 @@ static sj_status make_layout(sj_context *ctx, const call *c, layout *l) {
                         : (pl->quant == SJ_QUANT_PER_WARP
                                ? (size_t)(BLK_Q / pl->warp_q)
                                : (size_t)(BLK_Q / pl->warp_q * 8));
-  const size_t ks = pl->quant == SJ_QUANT_PER_THREAD ? 4 : 1;
+  /* K: four per 64-key block for every granularity (per_block and
+   * per_warp repeat theirs), so that the attention kernels' key loop reads
+   * them alike and the granularity can be a kernel argument */
+  const size_t ks = 4;
   sizer z = {0, 0};
   /* First, at a fixed place: a context's workspace keeps kv_stats' counts
    * zero from call to call (run_call) */
@@ -999,6 +1002,7 @@ static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
     }
     aa.sm_scale_log2 = c->sm_scale * 1.4426950408889634f;
     aa.lse_scale = 0.6931471805599453f;
+    aa.quant = (int)pl->quant;
     aa.flags = (pl->smooth_v ? SJ_F_SMOOTH_V : 0) |
                (want_lse ? SJ_F_LSE : 0) |
                (want_lse && pl->smooth_k ? SJ_F_SMOOTH_K : 0) |

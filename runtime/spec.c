@@ -105,16 +105,17 @@ int sj_spec_name(const sj_spec *s, char *buf, size_t size) {
     break;
   case SJ_KERNEL_ATTN:
     if (s->family == SJ_FAMILY_WGMMA) { /* ksub holds the keys per tile */
-      n = snprintf(buf, size, "sj::attn_wgmma<%s,%d,%s,%s,%s,%d,%d,%d>",
+      n = snprintf(buf, size, "sj::attn_wgmma<%s,%d,%s,%s,%d,%d,%d>",
                    dtype_name(s->dtype), s->head_dim,
-                   s->causal ? "true" : "false", quant_name(s->quant),
+                   s->causal ? "true" : "false",
                    accum_name(s->accum), s->stages, s->ksub,
                    s->wg_consumers);
       break;
     }
-    n = snprintf(buf, size, "sj::attn_mma<%s,%s,%d,%s,%s,%s,%d,%d,%d>",
+    /* (the granularity is the kernel argument sj_attn_args.quant) */
+    n = snprintf(buf, size, "sj::attn_mma<%s,%s,%d,%s,%s,%d,%d,%d>",
                  family_name(s->family), dtype_name(s->dtype), s->head_dim,
-                 s->causal ? "true" : "false", quant_name(s->quant),
+                 s->causal ? "true" : "false",
                  accum_name(s->accum), s->warp_q, s->stages, s->ksub);
     break;
   case SJ_KERNEL_REFERENCE:
@@ -432,6 +433,10 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
   sp[2].accum = sj_v_mode(acc) ? acc : 0;
   sp[3] = base;
   sp[3].kind = SJ_KERNEL_ATTN;
+  /* one attention kernel serves the three granularities (a kernel argument,
+   * sj_attn_args.quant): they differ only in where the Q scale is read and
+   * in the fused Q quantizer's row group, once per CTA */
+  sp[3].quant = 0;
   out->n_specs = 4;
   return SJ_OK;
 }

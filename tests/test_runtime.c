@@ -289,8 +289,26 @@ static void test_plan_defaults(void **state) {
                    SJ_OK);
   assert_int_equal(p.smooth_v, 1);
   assert_int_equal(sj_spec_name(&p.specs[3], name, sizeof name), 0);
-  assert_string_equal(name, "sj::attn_wgmma<sj::BF16,256,true,sj::PER_WARP,"
+  assert_string_equal(name, "sj::attn_wgmma<sj::BF16,256,true,"
                             "sj::ACC_FP32_FP32,3,64,2>");
+  /* The granularity is the attention kernel's argument, not its name: the
+   * per_thread plan shares the kernel and differs in its quantizer. */
+  {
+    sj_plan pt;
+    char name_pt[256], qn[256], qn_pt[256];
+    assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_WGMMA, SJ_DTYPE_BF16, 256, 1,
+                                  SJ_QUANT_PER_THREAD, SJ_ACCUM_FP32_FP32, -1, 1,
+                                  &pt, msg, sizeof msg),
+                     SJ_OK);
+    assert_int_equal(pt.quant, SJ_QUANT_PER_THREAD);
+    assert_int_equal(p.quant, SJ_QUANT_PER_WARP);
+    assert_int_equal(sj_spec_name(&pt.specs[3], name_pt, sizeof name_pt), 0);
+    assert_string_equal(name_pt, name);
+    assert_int_equal(sj_spec_name(&p.specs[2], qn, sizeof qn), 0);
+    assert_int_equal(sj_spec_name(&pt.specs[2], qn_pt, sizeof qn_pt), 0);
+    assert_true(strstr(qn, "sj::PER_WARP") != NULL);
+    assert_true(strstr(qn_pt, "sj::PER_THREAD") != NULL);
+  }
   /* fp32 (accumulating in the tensor core) goes to fp8pv under AUTO */
   p = auto_plan(&t90, SJ_DTYPE_FP16, 128, 0, SJ_ACCUM_FP32);
   assert_int_equal(p.family, SJ_FAMILY_FP8PV);

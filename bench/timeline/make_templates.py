@@ -40,7 +40,7 @@ def rep(old, new, count=1):
 
 
 # the clock, ahead of the body's template line
-rep('''template <int DT, int D, bool CAUSAL, int QG, int ACC, int STAGES, int BN, int NC, bool PRE>
+rep('''template <int DT, int D, bool CAUSAL, int ACC, int STAGES, int BN, int NC, bool PRE>
 __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
                                                 u32x4 (&qraw)[2][D / 32]) {''',
     '''__device__ __forceinline__ u32 tl_now() {
@@ -48,7 +48,7 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return (u32)t;
 }
-template <int DT, int D, bool CAUSAL, int QG, int ACC, int STAGES, int BN, int NC, bool PRE>
+template <int DT, int D, bool CAUSAL, int ACC, int STAGES, int BN, int NC, bool PRE>
 __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
                                                 u32x4 (&qraw)[2][D / 32], u32 tl_e) {''')
 rep("(w, qraw);", "(w, qraw, tl_e);", 3)
