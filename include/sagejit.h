@@ -414,7 +414,9 @@ typedef void (*sj_warm_progress_fn)(void *user, int64_t done, int64_t total,
 /* A matrix of options; an empty list (NULL/0) means the default for that
  * axis: targets -> the context's target; head_dims -> {64, 128};
  * causal -> {0, 1}; dtypes -> {fp16, bf16}; families, quant and accum ->
- * the target's defaults. */
+ * the target's defaults.  The granularity is a kernel argument (one set of
+ * kernels serves all three): quant is checked, and changes nothing that is
+ * compiled. */
 typedef struct sj_warm_request {
   const char *const *targets;
   size_t n_targets;

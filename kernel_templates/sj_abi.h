@@ -88,7 +88,9 @@ typedef struct sj_quant_args {
   sj_ptr q8, k8, v8, q_scale, k_scale, v_scale, v_mean, k_mean, qk_mean;
   int n_vblk, flags;
   float q_prescale; /* multiplies Q before quantization (1 or sm_scale*log2e) */
-  int pad_;
+  int quant; /* the Q/K scale granularity, SJ_QUANT_* as sj_attn_args.quant:
+                Q's scales per block (1, 128 / warp_q or 8 x that), K's
+                four per 64-key block whatever it is */
   sj_ptr v_mode; /* pvi8+splitv: kv_finalize's choice per (batch, kv head) */
 } sj_quant_args;
 

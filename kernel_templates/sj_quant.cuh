@@ -321,47 +321,55 @@ template <int D> struct QuantMinCtas {
 #endif
 };
 
-// Scale group of row r inside a Q block (see docs/kernels.md).
-template <int QG, int WARP_Q> __device__ __forceinline__ int q_group(int r) {
-  if (QG == PER_BLOCK)
+// The Q/K scale granularity qg (SJ_QUANT_*) is sj_quant_args.quant, a
+// kernel argument like the attention kernels' (one quantizer serves the
+// three; it changes only the group bookkeeping below, once per block).
+// Scale groups of a Q block (WARP_Q-row warps) or of a 64-key K block.
+template <int WARP_Q, bool IS_K> __device__ __forceinline__ int n_groups(int qg) {
+  if (IS_K)
+    return qg == PER_THREAD ? 4 : 1;
+  return qg == PER_BLOCK ? 1 : (qg == PER_WARP ? BLK_Q / WARP_Q : BLK_Q / WARP_Q * 8);
+}
+// Scale group of row r inside its block (see docs/kernels.md).
+template <int WARP_Q, bool IS_K> __device__ __forceinline__ int row_group(int qg, int r) {
+  if (IS_K)
+    return qg == PER_THREAD ? (r % 8) / 2 : 0;
+  if (qg == PER_BLOCK)
     return 0;
-  if (QG == PER_WARP)
+  if (qg == PER_WARP)
     return r / WARP_Q;
   return (r / WARP_Q) * 8 + (r % 8);
 }
-template <int QG, int WARP_Q> struct QScales {
-  static constexpr int PER_BLK =
-      QG == PER_BLOCK ? 1 : (QG == PER_WARP ? BLK_Q / WARP_Q : BLK_Q / WARP_Q * 8);
-};
-template <int QG> __device__ __forceinline__ int k_group(int r) {
-  return QG == PER_THREAD ? (r % 8) / 2 : 0;
-}
-template <int QG> struct KScales {
-  static constexpr int PER_BLK = QG == PER_THREAD ? 4 : 1;
-};
-// Row k (0 <= k < ROWS / groups) of scale group g: the inverse of q_group /
-// k_group above.
-template <int QG, int WARP_Q, int ROWS, bool IS_K>
-__device__ __forceinline__ int group_row(int g, int k) {
+// Row k (0 <= k < ROWS / groups) of scale group g: the inverse of
+// row_group above.
+template <int WARP_Q, bool IS_K>
+__device__ __forceinline__ int group_row(int qg, int g, int k) {
   if (IS_K)
-    return QG == PER_THREAD ? 8 * (k / 2) + 2 * g + (k % 2) : k;
-  if (QG == PER_BLOCK)
+    return qg == PER_THREAD ? 8 * (k / 2) + 2 * g + (k % 2) : k;
+  if (qg == PER_BLOCK)
     return k;
-  if (QG == PER_WARP)
+  if (qg == PER_WARP)
     return g * WARP_Q + k;
   return (g / 8) * WARP_Q + g % 8 + 8 * k;
 }
+// Max over groups of `width` consecutive lanes, width a power of two <= 32
+// and the same in the whole warp (group_max with a run-time width).
+__device__ __forceinline__ float group_max_n(float v, int width) {
+  for (int o = width / 2; o > 0; o >>= 1)
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
 
 // Quantizes one block of ROWS rows of Q (IS_K false) or K (IS_K true).
-template <int DT, int D, int QG, int WARP_Q, int ROWS, bool IS_K>
+template <int DT, int D, int WARP_Q, int ROWS, bool IS_K>
 __device__ __forceinline__ void quant_rows(const sj_quant_args &a, int blk,
                                            int h, int b, float *s_amax,
                                            float *s_scale) {
   typedef RowMap<D> M;
   constexpr int RPP = QUANT_THREADS / M::TPR; // rows per pass
   constexpr int ITER = (ROWS + RPP - 1) / RPP;
-  constexpr int NGROUPS =
-      IS_K ? KScales<QG>::PER_BLK : QScales<QG, WARP_Q>::PER_BLK;
+  const int qg = a.quant;
+  const int NGROUPS = n_groups<WARP_Q, IS_K>(qg); // a power of two
 
   const int lane_c = threadIdx.x % M::TPR, rsub = threadIdx.x / M::TPR;
   const bool active = lane_c < M::CHUNKS;
@@ -431,16 +439,15 @@ __device__ __forceinline__ void quant_rows(const sj_quant_args &a, int blk,
   // group each taking a strided share of its rows, then a shuffle max (a
   // single thread walking all rows cost ~2 us per block).
   {
-    constexpr int RPG = ROWS / NGROUPS; // rows per group
-    constexpr int TPG0 = QUANT_THREADS / NGROUPS;
-    constexpr int TPG = TPG0 > 32 ? 32 : TPG0;
+    const int RPG = ROWS / NGROUPS; // rows per group
+    const int TPG = min(32, QUANT_THREADS / NGROUPS);
     const int g = threadIdx.x / TPG, li = threadIdx.x % TPG;
     float m = 0.f;
     if (g < NGROUPS) {
       for (int k = li; k < RPG; k += TPG)
-        m = fmaxf(m, s_amax[group_row<QG, WARP_Q, ROWS, IS_K>(g, k)]);
+        m = fmaxf(m, s_amax[group_row<WARP_Q, IS_K>(qg, g, k)]);
     }
-    m = group_max<TPG>(m);
+    m = group_max_n(m, TPG);
     if (g < NGROUPS && li == 0) {
       const float scale = m / 127.f;
       s_scale[g] = scale > 0.f ? 1.0f / scale : 0.f; // its inverse, once per group
@@ -466,7 +473,7 @@ __device__ __forceinline__ void quant_rows(const sj_quant_args &a, int blk,
     const int n = r0 + r;
     if (!active || r >= ROWS || n >= seq_pad)
       continue;
-    const int g = IS_K ? k_group<QG>(r) : q_group<QG, WARP_Q>(r);
+    const int g = row_group<WARP_Q, IS_K>(qg, r);
     const float inv = s_scale[g];
     float x[8];
     unpack8<DT>(raw[it], x);
@@ -675,7 +682,7 @@ __device__ __forceinline__ void prefetch_rows(const u8 *base, i64 pitch, int n0,
 // VM: how V is written.  0: e4m3; 1: e4m3 and its e4m3 residual
 // (ACC_FP32_FP32_SPLITV); 2: 16-bit V^T (ACC_PV16); 3: s8 + 128 (ACC_PVI8);
 // 4: 3 or 1 per (batch, kv head), as kv_finalize chose (ACC_PVI8_SPLITV).
-template <int DT, int D, int QG, int WARP_Q, int VM>
+template <int DT, int D, int WARP_Q, int VM>
 __global__ void __launch_bounds__(QUANT_THREADS, QuantMinCtas<D>::value) quant_qkv(const sj_quant_args a) {
   __shared__ float s_amax[BLK_Q];
   __shared__ float s_scale[BLK_Q];
@@ -711,9 +718,9 @@ __global__ void __launch_bounds__(QUANT_THREADS, QuantMinCtas<D>::value) quant_q
   pdl_wait(); // the K mean, V scale and V mean of kv_finalize
   pdl_launch_next();
   if (is_q) {
-    quant_rows<DT, D, QG, WARP_Q, BLK_Q, false>(a, blk, h, b, s_amax, s_scale);
+    quant_rows<DT, D, WARP_Q, BLK_Q, false>(a, blk, h, b, s_amax, s_scale);
   } else if (is_k) {
-    quant_rows<DT, D, QG, WARP_Q, BLK_K, true>(a, blk, h, b, s_amax, s_scale);
+    quant_rows<DT, D, WARP_Q, BLK_K, true>(a, blk, h, b, s_amax, s_scale);
   } else if (is_v) {
     if (VM == 2)
       quant_v16_block<DT, D>(a, blk, h, b, s_t);

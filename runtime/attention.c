@@ -961,6 +961,7 @@ static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
                (want_lse ? SJ_F_LSE : 0) | (q_fused ? SJ_F_Q_FUSED : 0) |
                (keep_v ? SJ_F_L2_KEEP_V : 0);
     qa.q_prescale = 1.0f;
+    qa.quant = (int)pl->quant;
     sj_launch_shape sh = sj_spec_shape(&pl->specs[2]);
     /* x: Q blocks (unless fused), K blocks, V blocks; y: query heads (only
      * the first heads_kv have K and V blocks) */

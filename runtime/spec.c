@@ -49,16 +49,6 @@ int sj_v_mode(sj_pv_accum a) {
   }
 }
 int sj_v_bytes(int v_mode) { return v_mode == 1 || v_mode == 2 || v_mode == 4 ? 2 : 1; }
-static const char *quant_name(sj_quant_gran q) {
-  switch (q) {
-  case SJ_QUANT_PER_BLOCK:
-    return "sj::PER_BLOCK";
-  case SJ_QUANT_PER_WARP:
-    return "sj::PER_WARP";
-  default:
-    return "sj::PER_THREAD";
-  }
-}
 const char *sj_pv_accum_name(sj_pv_accum a) {
   static const char *const names[] = {"default",          "fp32",
                                       "fp32+fp32",        "fp16+fp32",
@@ -99,9 +89,10 @@ int sj_spec_name(const sj_spec *s, char *buf, size_t size) {
     n = snprintf(buf, size, "sj::kv_finalize<%d>", s->head_dim);
     break;
   case SJ_KERNEL_QUANT:
-    n = snprintf(buf, size, "sj::quant_qkv<%s,%d,%s,%d,%d>",
-                 dtype_name(s->dtype), s->head_dim, quant_name(s->quant),
-                 s->warp_q, sj_v_mode(s->accum));
+    /* (the granularity is the kernel argument sj_quant_args.quant) */
+    n = snprintf(buf, size, "sj::quant_qkv<%s,%d,%d,%d>",
+                 dtype_name(s->dtype), s->head_dim, s->warp_q,
+                 sj_v_mode(s->accum));
     break;
   case SJ_KERNEL_ATTN:
     if (s->family == SJ_FAMILY_WGMMA) { /* ksub holds the keys per tile */
@@ -427,15 +418,15 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
   sp[1].dtype = 0;
   sp[2] = sp[0];
   sp[2].kind = SJ_KERNEL_QUANT;
-  sp[2].quant = qg;
-  sp[2].warp_q = out->warp_q;
+  sp[2].warp_q = out->warp_q; /* the granularity: sj_quant_args.quant */
   /* how the quantizer writes V (its name carries sj_v_mode) */
   sp[2].accum = sj_v_mode(acc) ? acc : 0;
   sp[3] = base;
   sp[3].kind = SJ_KERNEL_ATTN;
-  /* one attention kernel serves the three granularities (a kernel argument,
-   * sj_attn_args.quant): they differ only in where the Q scale is read and
-   * in the fused Q quantizer's row group, once per CTA */
+  /* one quantizer and one attention kernel serve the three granularities
+   * (a kernel argument, sj_quant_args.quant and sj_attn_args.quant): they
+   * differ only in the scale groups' bookkeeping, once per block, and in
+   * where the attention kernel reads the Q scale, once per CTA */
   sp[3].quant = 0;
   out->n_specs = 4;
   return SJ_OK;

@@ -4,8 +4,9 @@
  * cache, for one target per family: FP16PV on sm_80, FP8PV on sm_89; every
  * dtype, head dim, causal mode, granularity and accumulation the family
  * offers.  The granularity is a kernel argument, not a template parameter:
- * the three granularities share each attention kernel and differ in their
- * quantization kernels, so the attention count below has no factor 3.  The
+ * the three granularities share every kernel (attention and quantizer), so
+ * the attention count below has no factor 3 and a warm of one granularity
+ * finds the whole matrix's kernels cached.  The
  * WGMMA family's full matrix on sm_90a (the same 78 attention kernels
  * sj_warm would compile: 60 plus the 18 of short and solo sequences) is
  * compiled by test_spills, which also reads ptxas's report of
@@ -104,6 +105,16 @@ static void test_full_matrix_per_family(void **state) {
                   (long long)r.skipped, r.seconds);
     assert_int_equal(r.failed, 0);
     assert_int_equal(r.compiled + r.cached, r.total);
+    /* The same matrix for one granularity: the same kernels, all cached. */
+    static const sj_quant_gran one[] = {SJ_QUANT_PER_BLOCK};
+    sj_warm_request req1 = req;
+    req1.quant = one;
+    req1.n_quant = 1;
+    sj_warm_result r1;
+    assert_int_equal(sj_warm(ctx, &req1, &r1), SJ_OK);
+    assert_int_equal(r1.total, r.total);
+    assert_int_equal(r1.cached, r.total);
+    assert_int_equal(r1.compiled, 0);
     attn_count c = {cases[i].target, cases[i].prefix, 0};
     assert_int_equal(sj_cache_list(ctx, count_attn, &c), SJ_OK);
     assert_int_equal(c.n, cases[i].want);

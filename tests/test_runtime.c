@@ -291,8 +291,8 @@ static void test_plan_defaults(void **state) {
   assert_int_equal(sj_spec_name(&p.specs[3], name, sizeof name), 0);
   assert_string_equal(name, "sj::attn_wgmma<sj::BF16,256,true,"
                             "sj::ACC_FP32_FP32,3,64,2>");
-  /* The granularity is the attention kernel's argument, not its name: the
-   * per_thread plan shares the kernel and differs in its quantizer. */
+  /* The granularity is a kernel argument, not part of a name: the
+   * per_thread plan shares both the quantizer and the attention kernel. */
   {
     sj_plan pt;
     char name_pt[256], qn[256], qn_pt[256];
@@ -306,8 +306,8 @@ static void test_plan_defaults(void **state) {
     assert_string_equal(name_pt, name);
     assert_int_equal(sj_spec_name(&p.specs[2], qn, sizeof qn), 0);
     assert_int_equal(sj_spec_name(&pt.specs[2], qn_pt, sizeof qn_pt), 0);
-    assert_true(strstr(qn, "sj::PER_WARP") != NULL);
-    assert_true(strstr(qn_pt, "sj::PER_THREAD") != NULL);
+    assert_string_equal(qn_pt, qn);
+    assert_null(strstr(qn, "PER_"));
   }
   /* fp32 (accumulating in the tensor core) goes to fp8pv under AUTO */
   p = auto_plan(&t90, SJ_DTYPE_FP16, 128, 0, SJ_ACCUM_FP32);
@@ -327,9 +327,9 @@ static void test_plan_defaults(void **state) {
   assert_int_equal(p.family, SJ_FAMILY_WGMMA);
   assert_int_equal(p.accum, SJ_ACCUM_FP32_FP32_SPLITV);
   assert_int_equal(sj_spec_name(&p.specs[2], name, sizeof name), 0);
-  assert_string_equal(name, "sj::quant_qkv<sj::FP16,128,sj::PER_THREAD,16,1>");
+  assert_string_equal(name, "sj::quant_qkv<sj::FP16,128,16,1>");
   assert_int_equal(sj_spec_name(&plain.specs[2], name, sizeof name), 0);
-  assert_string_equal(name, "sj::quant_qkv<sj::FP16,128,sj::PER_THREAD,16,0>");
+  assert_string_equal(name, "sj::quant_qkv<sj::FP16,128,16,0>");
   assert_int_equal(sj_spec_shape(&p.specs[3]).smem_bytes -
                        sj_spec_shape(&plain.specs[3]).smem_bytes,
                    p.stages * 128 * 128);
@@ -348,7 +348,7 @@ static void test_plan_defaults(void **state) {
                    SJ_OK);
   assert_int_equal(p.family, SJ_FAMILY_WGMMA);
   assert_int_equal(sj_spec_name(&p.specs[2], name, sizeof name), 0);
-  assert_string_equal(name, "sj::quant_qkv<sj::BF16,128,sj::PER_THREAD,16,2>");
+  assert_string_equal(name, "sj::quant_qkv<sj::BF16,128,16,2>");
   assert_int_equal(sj_spec_shape(&p.specs[3]).smem_bytes,
                    sj_spec_shape(&plain.specs[3]).smem_bytes +
                        p.stages * 128 * 128);
@@ -364,7 +364,7 @@ static void test_plan_defaults(void **state) {
   assert_int_equal(p.family, SJ_FAMILY_WGMMA);
   assert_int_equal(p.accum, SJ_ACCUM_PVI8);
   assert_int_equal(sj_spec_name(&p.specs[2], name, sizeof name), 0);
-  assert_string_equal(name, "sj::quant_qkv<sj::FP16,64,sj::PER_THREAD,16,3>");
+  assert_string_equal(name, "sj::quant_qkv<sj::FP16,64,16,3>");
   assert_int_equal(sj_spec_name(&p.specs[3], name, sizeof name), 0);
   assert_non_null(strstr(name, "sj::ACC_PVI8"));
   p = auto_plan(&t90, SJ_DTYPE_FP16, 128, 0, SJ_ACCUM_PVI8);
@@ -382,7 +382,7 @@ static void test_plan_defaults(void **state) {
   assert_int_equal(p.family, SJ_FAMILY_FP8PV);
   assert_int_equal(p.stages, fp8plain.stages);
   assert_int_equal(sj_spec_name(&p.specs[2], name, sizeof name), 0);
-  assert_string_equal(name, "sj::quant_qkv<sj::FP16,128,sj::PER_THREAD,32,3>");
+  assert_string_equal(name, "sj::quant_qkv<sj::FP16,128,32,3>");
   /* the fp32+fp32 kernel's name but for the mode */
   {
     char plain_name[256], want[256];
@@ -412,7 +412,7 @@ static void test_plan_defaults(void **state) {
   assert_int_equal(p.accum, SJ_ACCUM_PVI8_SPLITV);
   assert_int_equal(p.stages, split.stages);
   assert_int_equal(sj_spec_name(&p.specs[2], name, sizeof name), 0);
-  assert_string_equal(name, "sj::quant_qkv<sj::FP16,128,sj::PER_THREAD,16,4>");
+  assert_string_equal(name, "sj::quant_qkv<sj::FP16,128,16,4>");
   assert_int_equal(sj_spec_name(&p.specs[3], name, sizeof name), 0);
   assert_non_null(strstr(name, "sj::ACC_PVI8_SPLITV"));
   assert_int_equal(sj_spec_shape(&p.specs[3]).smem_bytes,
