@@ -187,8 +187,7 @@ typedef struct sj_spec {
   sj_dtype dtype;
   int head_dim;
   int causal;
-  sj_quant_gran quant;
-  sj_pv_accum accum;
+  sj_pv_accum accum; /* (the granularity is a kernel argument: no field) */
   int warp_q;
   int stages;
   int ksub;

@@ -394,7 +394,6 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
   base.family = fam;
   base.dtype = dt;
   base.head_dim = head_dim;
-  base.quant = qg;
   base.accum = acc;
   base.warp_q = out->warp_q;
   base.stages = out->stages;
@@ -402,11 +401,10 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
   base.wg_consumers = out->wg_consumers;
   base.causal = out->causal;
   sj_spec *sp = out->specs;
-  /* stats + finalize: K mean and V scale (independent of quant/accum) */
+  /* stats + finalize: K mean and V scale (independent of accum) */
   sp[0] = base;
   sp[0].kind = SJ_KERNEL_STATS;
   sp[0].family = 0;
-  sp[0].quant = 0;
   sp[0].accum = 0;
   sp[0].causal = 0;
   sp[0].warp_q = 0;
@@ -418,7 +416,7 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
   sp[1].dtype = 0;
   sp[2] = sp[0];
   sp[2].kind = SJ_KERNEL_QUANT;
-  sp[2].warp_q = out->warp_q; /* the granularity: sj_quant_args.quant */
+  sp[2].warp_q = out->warp_q;
   /* how the quantizer writes V (its name carries sj_v_mode) */
   sp[2].accum = sj_v_mode(acc) ? acc : 0;
   sp[3] = base;
@@ -426,8 +424,8 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
   /* one quantizer and one attention kernel serve the three granularities
    * (a kernel argument, sj_quant_args.quant and sj_attn_args.quant): they
    * differ only in the scale groups' bookkeeping, once per block, and in
-   * where the attention kernel reads the Q scale, once per CTA */
-  sp[3].quant = 0;
+   * where the attention kernel reads the Q scale, once per CTA; no spec
+   * carries it */
   out->n_specs = 4;
   return SJ_OK;
 }
