@@ -6,9 +6,9 @@
  * valid binary for its target.
  *
  * SJ_TEST_TARGETS=sm_80,sm_90a (a subset of those targets) limits the
- * compiling tests to them.  The sanitizer passes of .ci/run
- * set it to one target per family: the library code they check is the
- * same for every target, and under their allocators each NVRTC compile
+ * compiling tests to them.  The ASan pass of .ci/run sets it to sm_89
+ * and sm_90a (attn_mma and attn_wgmma): the library code it checks is the
+ * same for every target, and under its allocator each NVRTC compile
  * costs twice its time (the plain suite compiles every target).
  */
 #include <setjmp.h>
