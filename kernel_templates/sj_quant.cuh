@@ -357,13 +357,15 @@ __device__ __forceinline__ int group_row(int qg, int g, int k) {
 // of each group, TPG threads per group each taking a strided share of its
 // rows, then a shuffle max (a single thread walking all rows cost ~2 us
 // per block).  Writes each group's inverse scale to s_scale and its scale
-// to dst: Q's NGROUPS of the block, K's four per 64-key block whatever the
-// granularity (the attention kernels read lane t's at 4 blk + t; a
-// coarser one repeats its own).
+// to the block's place in scales (block index blk_i): Q's NGROUPS per
+// block, K's four per 64-key block whatever the granularity (the
+// attention kernels read lane t's at 4 blk + t; a coarser one repeats its
+// own).
 template <int QG, int WARP_Q, int ROWS, bool IS_K>
 __device__ __forceinline__ void group_scales(const float *s_amax, float *s_scale,
-                                             float *dst) {
+                                             float *scales, i64 blk_i) {
   constexpr int NGROUPS = n_groups<WARP_Q, IS_K>(QG);
+  float *dst = scales + blk_i * (IS_K ? 4 : NGROUPS);
   constexpr int RPG = ROWS / NGROUPS; // rows per group
   constexpr int TPG0 = QUANT_THREADS / NGROUPS;
   constexpr int TPG = TPG0 > 32 ? 32 : TPG0;
@@ -397,7 +399,6 @@ __device__ __forceinline__ void quant_rows(const sj_quant_args &a, int blk,
   constexpr int RPP = QUANT_THREADS / M::TPR; // rows per pass
   constexpr int ITER = (ROWS + RPP - 1) / RPP;
   const int qg = a.quant;
-  const int NGROUPS = n_groups<WARP_Q, IS_K>(qg); // a power of two
 
   const int lane_c = threadIdx.x % M::TPR, rsub = threadIdx.x / M::TPR;
   const bool active = lane_c < M::CHUNKS;
@@ -467,19 +468,19 @@ __device__ __forceinline__ void quant_rows(const sj_quant_args &a, int blk,
   // the group count a run-time value this section cost the quantizer 2-5 %
   // at D = 64 on the H200)
   {
-    float *dst = (float *)(IS_K ? a.k_scale : a.q_scale);
-    dst += IS_K ? (bh * G.n_kblk + blk) * 4 : (bh * G.n_qblk + blk) * NGROUPS;
+    float *sc = (float *)(IS_K ? a.k_scale : a.q_scale);
+    const i64 blk_i = bh * (IS_K ? G.n_kblk : G.n_qblk) + blk;
     if (IS_K) {
       if (qg == PER_THREAD)
-        group_scales<PER_THREAD, WARP_Q, ROWS, true>(s_amax, s_scale, dst);
+        group_scales<PER_THREAD, WARP_Q, ROWS, true>(s_amax, s_scale, sc, blk_i);
       else
-        group_scales<PER_BLOCK, WARP_Q, ROWS, true>(s_amax, s_scale, dst);
+        group_scales<PER_BLOCK, WARP_Q, ROWS, true>(s_amax, s_scale, sc, blk_i);
     } else if (qg == PER_THREAD) {
-      group_scales<PER_THREAD, WARP_Q, ROWS, false>(s_amax, s_scale, dst);
+      group_scales<PER_THREAD, WARP_Q, ROWS, false>(s_amax, s_scale, sc, blk_i);
     } else if (qg == PER_WARP) {
-      group_scales<PER_WARP, WARP_Q, ROWS, false>(s_amax, s_scale, dst);
+      group_scales<PER_WARP, WARP_Q, ROWS, false>(s_amax, s_scale, sc, blk_i);
     } else {
-      group_scales<PER_BLOCK, WARP_Q, ROWS, false>(s_amax, s_scale, dst);
+      group_scales<PER_BLOCK, WARP_Q, ROWS, false>(s_amax, s_scale, sc, blk_i);
     }
   }
   __syncthreads();

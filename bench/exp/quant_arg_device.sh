@@ -1,13 +1,13 @@
 #!/bin/bash
 # A/B on the device of the quantizer's granularity: old = a template
 # parameter (build-old, a build of dd1033f), v1 = the kernel argument with
-# every group count a run-time value (build-gpu as built from add6254),
-# v2 = the same with the group-scale section specialized per granularity
-# (build-gpu running the working tree's templates through
-# SAGEJIT_TEMPLATE_DIR, with bench/exp/quant_groups_v2.patch applied to
-# them).  Same call, two rounds, preprocessing and end-to-end time.  Both
-# builds gpu-packed and carried.
-#   git apply bench/exp/quant_groups_v2.patch; bash bench/exp/quant_arg_device.sh
+# every group count a run-time value (add6254's templates, through
+# SAGEJIT_TEMPLATE_DIR=$V1_TEMPLATES, e.g. `git worktree add /tmp/v1
+# add6254` and V1_TEMPLATES=/tmp/v1/kernel_templates, carried), v2 = the
+# group-scale section specialized per granularity (build-gpu as built
+# from 121e736 or later, which merged what was quant_groups_v2.patch).
+# Same call, two rounds, preprocessing and end-to-end time.  Both builds
+# gpu-packed and carried.
 set -u
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -18,8 +18,8 @@ run() { # variant command...
   shift
   local b=build-gpu
   [ "$v" = old ] && b=build-old
-  if [ "$v" = v2 ]; then
-    SAGEJIT_TEMPLATE_DIR=$PWD/kernel_templates LD_LIBRARY_PATH=$PWD/$b/gpu-libs:/usr/local/cuda/lib64 \
+  if [ "$v" = v1 ]; then
+    SAGEJIT_TEMPLATE_DIR=${V1_TEMPLATES:?add6254 kernel_templates} LD_LIBRARY_PATH=$PWD/$b/gpu-libs:/usr/local/cuda/lib64 \
       $b/sagejit "$@" --cache-dir "$OUT/cache-$v"
   else
     LD_LIBRARY_PATH=$PWD/$b/gpu-libs:/usr/local/cuda/lib64 $b/sagejit "$@" --cache-dir "$OUT/cache-$v"
