@@ -9,7 +9,7 @@
 # first variant is the baseline.  Every other variant first passes `sagejit check` (a hang, the
 # usual sign of a broken barrier count, stops the script), then the
 # variants are timed in alternation, ROUNDS times, and a table gives each
-# cell's runs and its change against the baseline.
+# cell's runs and its change against the baseline, attention and end to end.
 #
 #   CHECK   check options (default: --family wgmma --head-dim 64,128 --dtype fp16)
 #   BENCH   bench options (default: wgmma, D 128 and 64, causal both ways)
@@ -75,13 +75,14 @@ for line in open(sys.argv[1]):
             names.append(cur)
         continue
     f = line.split()  # seq dim causal dtype family quant/accum attn e2e prep host
-    runs[((f[4], f[5], int(f[1]), int(f[2]), int(f[0])), cur)].append(float(f[6]))
+    for col, what in ((6, "attn"), (7, "e2e")):
+        runs[((f[4], f[5], int(f[1]), int(f[2]), int(f[0]), what), cur)].append(float(f[col]))
 for k in sorted({k for k, _ in runs}):
     ref = runs.get((k, base))
     if not ref:
         continue
     m = sum(ref) / len(ref)
-    row = "%-6s %-28s D%-3d c%d %5d  %s %s" % (k + (base, "/".join("%.0f" % x for x in ref)))
+    row = "%-6s %-28s D%-3d c%d %5d %-4s  %s %s" % (k + (base, "/".join("%.0f" % x for x in ref)))
     for v in names[1:]:
         x = runs.get((k, v))
         if x:
