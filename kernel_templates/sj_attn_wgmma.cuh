@@ -659,6 +659,14 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
   // INT8 P.V: the s32 tile accumulator and row sums (fold_i8), and the
   // tile's row factors
   i32 acci[I8 ? DC / 2 : 1], lsumi[4];
+  // INT8 P.V in solo CTAs with 128-key tiles (DP4A_SUM): the row sums are
+  // the lane's own keys' u8 P summed by dp4a on the packed P while the
+  // P.V runs (at most 32 * 255 per tile: an exact subnormal for fold_i8),
+  // quad-summed in the epilogue, instead of four m64n8k32 wgmmas on the
+  // P.V chain.  +1.0-1.7 % there; the two-consumer kernels and the 64-key
+  // short route lost 0.8-1.6 % with it (H100; bench/NOTES.md, w28).
+  constexpr bool DP4A_SUM = I8 && SOLO && BN == 128;
+  u32 lsp[2] = {0u, 0u};
   float beta[2] = {0.f, 0.f};
   // Encoded (>> 4) shared addresses for the wgmma descriptors.
   const u32 e_ones = (s_base + S::ONES_OFF) >> 4;
@@ -691,7 +699,8 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
       rowsum16<DT, KP, 0, KP / 2>(lsum, pa, e_ones, false);
     } else if constexpr (I8) {
       pv_chunk<DC, KP, BN, 0, KP / 2>(acci, pa, ev, false);
-      rowsum_p<KP, BN, 0, KP / 2>(lsumi, pa, e_ones, false);
+      if constexpr (!DP4A_SUM)
+        rowsum_p<KP, BN, 0, KP / 2>(lsumi, pa, e_ones, false);
     } else {
       pv_chunk<DC, KP, BN, 0, KP / 2>(acc, pa, ev, false);
       if (SPLIT)
@@ -708,7 +717,8 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
       rowsum16<DT, KP, KP / 2, KP>(lsum, pa, e_ones, false);
     } else if constexpr (I8) {
       pv_chunk<DC, KP, BN, KP / 2, KP>(acci, pa, ev, false);
-      rowsum_p<KP, BN, KP / 2, KP>(lsumi, pa, e_ones, false);
+      if constexpr (!DP4A_SUM)
+        rowsum_p<KP, BN, KP / 2, KP>(lsumi, pa, e_ones, false);
     } else {
       pv_chunk<DC, KP, BN, KP / 2, KP>(acc, pa, ev, false);
       if (SPLIT)
@@ -720,10 +730,17 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
   // channel chunks of a wide head), then free the stage.
   auto finish_pv = [&](int stage) {
     if constexpr (I8) {
-      reg_fence(lsumi);
+      if constexpr (DP4A_SUM) {
+        // the lane's share of the row sums (quad-summed in the epilogue)
 #pragma unroll
-      for (int hf = 0; hf < 2; hf++)
-        l[hf] = fma_ieee(__int_as_float(lsumi[2 * hf]), beta[hf], l[hf] * o_scale[hf]);
+        for (int hf = 0; hf < 2; hf++)
+          l[hf] = fma_ieee(__uint_as_float(lsp[hf]), beta[hf], l[hf] * o_scale[hf]);
+      } else {
+        reg_fence(lsumi);
+#pragma unroll
+        for (int hf = 0; hf < 2; hf++)
+          l[hf] = fma_ieee(__int_as_float(lsumi[2 * hf]), beta[hf], l[hf] * o_scale[hf]);
+      }
       const bool rescale = __any_sync(0xffffffffu, o_scale[0] != 1.f || o_scale[1] != 1.f);
       reg_fence(acci);
       fold_i8(o[0], acci, o_scale, beta, rescale);
@@ -929,6 +946,19 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
       issue_pv_hi(stage);
       wg_commit();
     }
+    if constexpr (DP4A_SUM) {
+      // words 0 and 2 of a k-step's P hold row g, words 1 and 3 row g + 8
+      u32 r0 = 0u, r1 = 0u;
+#pragma unroll
+      for (int kc = 0; kc < KP; kc++) {
+        r0 = dp4a_u8_sum(pa[kc][0], r0);
+        r0 = dp4a_u8_sum(pa[kc][2], r0);
+        r1 = dp4a_u8_sum(pa[kc][1], r1);
+        r1 = dp4a_u8_sum(pa[kc][3], r1);
+      }
+      lsp[0] = r0;
+      lsp[1] = r1;
+    }
   };
 
   // The ones block of rowsum_p, written once (generic-proxy stores that the
@@ -1017,8 +1047,11 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
   const i64 lse0 = lse_row0(G, sq, b, h);
   float inv[2]; // l: the whole row's sum in every lane of the quad
 #pragma unroll
-  for (int hf = 0; hf < 2; hf++)
+  for (int hf = 0; hf < 2; hf++) {
+    if constexpr (DP4A_SUM)
+      l[hf] = quad_sum(l[hf]); // (each lane summed its own keys)
     inv[hf] = l[hf] > 0.f ? 1.0f / l[hf] : 0.f;
+  }
   // Channel groups of 8 (ch = 8 c8 + 2 t), CB at a time: their V scales and
   // means (in shared memory since the Q load) read first (16-bit V is not
   // scaled).

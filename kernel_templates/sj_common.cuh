@@ -227,6 +227,14 @@ __device__ __forceinline__ u32 pack4_u8_sub(float x0, float x1, float x2, float 
   return __byte_perm(lo, hi, 0x6420);
 }
 
+// acc + the sum of the four unsigned bytes of p (one IDP4A): the row sums
+// of INT8 P straight from its packed form.
+__device__ __forceinline__ u32 dp4a_u8_sum(u32 p, u32 acc) {
+  u32 d;
+  asm("dp4a.u32.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(p), "r"(0x01010101u), "r"(acc));
+  return d;
+}
+
 // a * b + c in IEEE arithmetic, subnormal inputs included (no flush to
 // zero): the INT8 P.V folds read an exact s32 tile sum as the subnormal
 // float acc * 2^-149 (sj_attn_wgmma.cuh, fold_i8; sj_attn_mma.cuh).

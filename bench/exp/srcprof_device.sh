@@ -13,7 +13,8 @@ OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 cli=$PWD/$b/sagejit
 export SAGEJIT_CACHE_DIR=${SAGEJIT_CACHE_DIR:-$PWD/$b/test-cache/srcprof}
-for n in "${@:-1024 4096}"; do
+[ $# -gt 0 ] || set -- 1024 4096
+for n in "$@"; do
   timeout 240 ncu --clock-control none -k regex:attn_wgmma --launch-skip 2 --launch-count 1 \
     --section SourceCounters --section WarpStateStats --section LaunchStats --section Occupancy \
     --section SpeedOfLight -f -o "$OUT/src$n" \
