@@ -730,16 +730,14 @@ __device__ __forceinline__ void attn_wgmma_body(const sj_wgmma_args &w,
   // channel chunks of a wide head), then free the stage.
   auto finish_pv = [&](int stage) {
     if constexpr (I8) {
-      if constexpr (DP4A_SUM) {
-        // the lane's share of the row sums (quad-summed in the epilogue)
-#pragma unroll
-        for (int hf = 0; hf < 2; hf++)
-          l[hf] = fma_ieee(__uint_as_float(lsp[hf]), beta[hf], l[hf] * o_scale[hf]);
-      } else {
+      // (DP4A_SUM: the lane's share of the row sums, quad-summed in the
+      // epilogue)
+      if constexpr (!DP4A_SUM)
         reg_fence(lsumi);
 #pragma unroll
-        for (int hf = 0; hf < 2; hf++)
-          l[hf] = fma_ieee(__int_as_float(lsumi[2 * hf]), beta[hf], l[hf] * o_scale[hf]);
+      for (int hf = 0; hf < 2; hf++) {
+        const float ls = DP4A_SUM ? __uint_as_float(lsp[hf]) : __int_as_float(lsumi[2 * hf]);
+        l[hf] = fma_ieee(ls, beta[hf], l[hf] * o_scale[hf]);
       }
       const bool rescale = __any_sync(0xffffffffu, o_scale[0] != 1.f || o_scale[1] != 1.f);
       reg_fence(acci);
