@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """srcprof.py SOURCE.csv [TOP]: read an ncu source page (CSV, SASS) that
-bench/exp/srcprof_device.sh wrote: stall samples by reason over the whole
-kernel, by region (runs of instructions executed equally often), and the
-TOP instructions by samples with their stall reasons."""
+bench/exp/srcprof_device.sh (or mma_vs_sa2_device.sh) wrote: stall samples
+by reason over the whole kernel, by region (runs of instructions executed
+equally often), executed warp-instructions and samples by opcode (the
+instruction mix of two kernels side by side), and the TOP instructions by
+samples with their stall reasons."""
 import csv
 import sys
 
@@ -45,6 +47,20 @@ for g in regs:
         tr = sorted(g["st"].items(), key=lambda x: -x[1])[:4]
         print(f"  {g['start'] - base:6x}-{g['end'] - base:6x} n={g['n']:4d} exec={g['exec']:9d} "
               f"{g['samples'] / total:6.1%}  " + ", ".join(f"{k[6:]} {v / max(g['samples'], 1):.0%}" for k, v in tr if v))
+# by opcode (the SASS mnemonic up to its first dot, predicate stripped)
+ops = {}
+for i in ins:
+    toks = i["src"].split()
+    if toks and toks[0].startswith("@"):
+        toks = toks[1:]
+    op = toks[0].split(".")[0] if toks else "?"
+    e = ops.setdefault(op, [0, 0])
+    e[0] += i["exec"]
+    e[1] += i["samples"]
+nexec = max(sum(e[0] for e in ops.values()), 1)
+print("\nby opcode (executed warp-instructions, share of them, share of the samples):")
+for op, (ex, sm) in sorted(ops.items(), key=lambda x: -x[1][0])[:30]:
+    print(f"  {op:12s} {ex:12d} {ex / nexec:6.1%} {sm / max(total, 1):6.1%}")
 print(f"\ntop {top} instructions:")
 for i in sorted(ins, key=lambda x: -x["samples"])[:top]:
     tr = sorted(i["st"].items(), key=lambda x: -x[1])[:3]
