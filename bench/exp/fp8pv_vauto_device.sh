@@ -12,8 +12,12 @@
 #   bench/exp/fp8pv_vauto_device.sh build
 # 1. every sm_90a kernel into the test cache (gpu_session.sh prewarm);
 # 2. test_gpu (the matrix now has FP8PV pvi8+splitv; test_v_auto runs both
-#    families: bit for bit the mode each head's V asks for, <= 3.5e-2 on
-#    every head) and test_gpu_varlen (the mode appended to its list);
+#    families, FP8PV also at D = 32 and 96: bit for bit the mode each
+#    head's V asks for, <= 3.5e-2 on every head, and pvi8 alone above it on
+#    the outlier heads of each family) and test_gpu_varlen (the mode
+#    appended to its list, on V whose odd (sequence, kv head) pairs carry
+#    outlier tokens for two granularities: split V's body on packed
+#    batches, split V's gate);
 # 3. `sagejit check` over the new mode (D 32-256, fp16 and bf16);
 # 4. FP8PV at D = 128, 96, 64, 32, causal both ways, 1K / 4K / 16K:
 #    fp32+fp32 (sm_90's FP8PV default, which AUTO takes at D = 32 and 96
