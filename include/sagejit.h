@@ -153,16 +153,16 @@ typedef enum sj_pv_accum {
    * input), accumulating in fp32 straight into O: the FP16PV family's
    * numerics on wgmma (docs/kernels.md). */
   SJ_ACCUM_PV16 = 6,
-  /* WGMMA: INT8 P.V.  P as u8 scaled per tile and row, V as s8 per
-   * channel (stored + 128), exact s32 accumulation of a tile, fp32 across
+  /* WGMMA and FP8PV: INT8 P.V.  P as u8 scaled per tile and row, V as s8
+   * per channel (stored + 128), exact s32 accumulation of a tile, fp32 across
    * tiles: plain FP8's tensor work with about half split V's error, but
    * a worse one than split V's when a few tokens of V are far larger than
    * the rest (docs/kernels.md); opt-in. */
   SJ_ACCUM_PVI8 = 7,
-  /* WGMMA, the default on sm90: pvi8 for each (batch, kv head) whose V is
-   * spread evenly enough for s8 per channel, split V for the others (a
-   * few tokens far larger than the rest).  The preprocessing chooses per
-   * call from V's statistics (docs/kernels.md). */
+  /* WGMMA (the default on sm90) and FP8PV: pvi8 for each (batch, kv head)
+   * whose V is spread evenly enough for s8 per channel, split V for the
+   * others (a few tokens far larger than the rest).  The preprocessing
+   * chooses per call from V's statistics (docs/kernels.md). */
   SJ_ACCUM_PVI8_SPLITV = 8
 } sj_pv_accum;
 /* The mode's name as the CLI and the Python package spell it ("fp32+fp32",

@@ -10,7 +10,9 @@
 //           in u8, 255 at its row max in the step, V as u8 (s8 per channel
 //           + 128), mma.m16n8k32.u8 into an exact s32 tile accumulator that
 //           is folded into O without a conversion (fma_ieee, as the wgmma
-//           family's fold_i8).
+//           family's fold_i8); ACC_PVI8_SPLITV holds that body and split
+//           V's (ACC_FP32_FP32_SPLITV), each CTA running the one the
+//           preprocessing chose for its (batch, kv head).
 // One CTA computes BLK_Q = 128 query rows of one (batch, head); each warp
 // owns WARP_Q rows (WARP_Q / 16 m-tiles) and walks the KV sequence in tiles
 // of BLK_K = 64 keys, STAGES deep through cp.async.
@@ -147,9 +149,14 @@ template <int MT, int DN> struct PvGroup {
 // template parameter: it only picks the Q scale's index and the fused
 // quantizer's row group, once per CTA, and every granularity's K scales are
 // laid out as per_thread's (quant_qkv), so the key loop is the same code.
-template <int FAM, int DT, int D, bool CAUSAL, int ACC, int WARP_Q, int STAGES, int KSUB>
-__global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
-    attn_mma(const sj_attn_args a) {
+//
+// The kernel's body, inlined into attn_mma below.  PRE: the caller has
+// loaded the fused Q rows into qraw and waited for the quantizer already
+// (pvi8+splitv, which reads kv_finalize's choice before it picks a body).
+template <int FAM, int DT, int D, bool CAUSAL, int ACC, int WARP_Q, int STAGES, int KSUB,
+          bool PRE>
+__device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
+                                              u32x4 (&qraw_pre)[WARP_Q / 8][D / 32]) {
   constexpr int NWARPS = BLK_Q / WARP_Q;
   constexpr int NTHREADS = NWARPS * 32;
   constexpr int MT = WARP_Q / 16;  // m-tiles per warp
@@ -275,10 +282,13 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
   // quant_qkv)
   const int qg = a.quant;
   const bool q_fused = qg != PER_BLOCK && (a.flags & SJ_F_Q_FUSED) != 0;
-  u32x4 qraw[RPT][D / 32];
-  if (q_fused)
-    fq_load<D, RPT>(a, sq, b, h, q0 + warp * WARP_Q, lane, qraw);
-  pdl_wait(); // everything the quantizer wrote
+  u32x4 qraw_own[RPT][D / 32];
+  u32x4(&qraw)[RPT][D / 32] = PRE ? qraw_pre : qraw_own;
+  if constexpr (!PRE) {
+    if (q_fused)
+      fq_load<D, RPT>(a, sq, b, h, q0 + warp * WARP_Q, lane, qraw);
+    pdl_wait(); // everything the quantizer wrote
+  }
   const int len_q = sq.len, len_kv = sk.len;
   const int causal_offset = (a.flags & SJ_F_CAUSAL_BR) ? len_kv - len_q : 0;
   KvSrc src;
@@ -926,6 +936,38 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
     }
   __syncthreads();
   store_o_rows<D>(a, esq, ce.b, ce.h, eq0, sO, O_PITCH, threadIdx.x, NTHREADS);
+}
+
+// ACC_PVI8_SPLITV (FP8PV) holds both the pvi8 and the split V body; each
+// CTA runs the one kv_finalize chose for its (batch, kv head) (a uniform
+// branch before the loop).  The runtime sizes the shared memory and the
+// stages for split V's larger tiles (runtime/spec.c), which either body
+// then uses with its own layout.
+template <int FAM, int DT, int D, bool CAUSAL, int ACC, int WARP_Q, int STAGES, int KSUB>
+__global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
+    attn_mma(const __grid_constant__ sj_attn_args a) {
+  u32x4 qraw[WARP_Q / 8][D / 32];
+  if constexpr (ACC == ACC_PVI8_SPLITV) {
+    static_assert(FAM == FP8PV, "pvi8+splitv is an FP8PV mode");
+    const sj_geom &G = a.g;
+    const CtaCoord cc = cta_coord(a, CAUSAL);
+    const int q0 = cc.qblk * BLK_Q;
+    const Seq sq = seq_q(G, cc.b);
+    if (q0 >= sq.len)
+      return; // uniform over the CTA, before any barrier
+    if (a.quant != PER_BLOCK && (a.flags & SJ_F_Q_FUSED))
+      fq_load<D, WARP_Q / 8>(a, sq, cc.b, cc.h, q0 + (int)threadIdx.x / 32 * WARP_Q,
+                             threadIdx.x % 32, qraw);
+    pdl_wait(); // kv_finalize's choice, and everything the quantizer wrote
+    const int hk = cc.h / (G.heads_q / G.heads_kv);
+    if (((const u8 *)a.v_mode)[(i64)cc.b * G.heads_kv + hk])
+      attn_mma_body<FAM, DT, D, CAUSAL, ACC_PVI8, WARP_Q, STAGES, KSUB, true>(a, qraw);
+    else
+      attn_mma_body<FAM, DT, D, CAUSAL, ACC_FP32_FP32_SPLITV, WARP_Q, STAGES, KSUB, true>(a,
+                                                                                         qraw);
+  } else {
+    attn_mma_body<FAM, DT, D, CAUSAL, ACC, WARP_Q, STAGES, KSUB, false>(a, qraw);
+  }
 }
 
 } // namespace sj

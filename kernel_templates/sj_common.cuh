@@ -45,9 +45,10 @@ enum Accum {
   // in the tile is 255), V as s8 per channel stored + 128 (u8); exact s32
   // accumulation of a tile, folded into fp32 O with the row's factor
   ACC_PVI8 = 7,
-  // wgmma only: ACC_PVI8 for the (batch, kv head) pairs whose V is spread
-  // evenly enough for s8 per channel, ACC_FP32_FP32_SPLITV for the others;
-  // kv_finalize chooses (PVI8_R_MAX), the kernels follow its v_mode byte
+  // ACC_PVI8 for the (batch, kv head) pairs whose V is spread evenly enough
+  // for s8 per channel, ACC_FP32_FP32_SPLITV for the others (wgmma and
+  // FP8PV); kv_finalize chooses (PVI8_R_MAX), the kernels follow its
+  // v_mode byte
   ACC_PVI8_SPLITV = 8
 };
 

@@ -164,7 +164,8 @@ sj_launch_shape sj_spec_shape(const sj_spec *s) {
     }
     sh.threads = BLK_Q / s->warp_q * 32;
     sh.smem_bytes = attn_smem(s->family, s->head_dim, s->stages,
-                              s->accum == SJ_ACCUM_FP32_FP32_SPLITV);
+                              s->accum == SJ_ACCUM_FP32_FP32_SPLITV ||
+                                  s->accum == SJ_ACCUM_PVI8_SPLITV);
     break;
   case SJ_KERNEL_REFERENCE:
     sh.threads = 128;
@@ -293,7 +294,10 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
                                           : SJ_ACCUM_FP32_FP32;
   }
   const int fp16_ok = acc == SJ_ACCUM_FP32 || acc == SJ_ACCUM_FP16_FP32;
-  const int split = acc == SJ_ACCUM_FP32_FP32_SPLITV;
+  /* V tiles with their residual in attn_mma's shared memory: split V, and
+   * pvi8+splitv, whose one kernel holds both bodies and sizes its stages
+   * for the larger */
+  const int split = acc == SJ_ACCUM_FP32_FP32_SPLITV || acc == SJ_ACCUM_PVI8_SPLITV;
   const int fp8_ok = acc == SJ_ACCUM_FP32 || acc == SJ_ACCUM_FP32_FP32 ||
                      acc == SJ_ACCUM_FP32_FP16 || split || acc == SJ_ACCUM_PVI8;
   const int wg_ok = wgmma_accum(acc);
@@ -303,7 +307,7 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
     snprintf(msg, msg_size,
              "pv_accum %s (%d) is not offered by the %s family (fp16pv: "
              "fp32, fp16+fp32; fp8pv: fp32, fp32+fp32, fp32+fp16, "
-             "fp32+fp32+splitv, pvi8; wgmma: fp32+fp32, fp32+fp32+splitv, "
+             "fp32+fp32+splitv, pvi8, pvi8+splitv; wgmma: fp32+fp32, fp32+fp32+splitv, "
              "pv16, pvi8, pvi8+splitv)",
              sj_pv_accum_name(acc), (int)acc, sj_family_str(fam));
     return SJ_ERR_UNSUPPORTED;

@@ -74,7 +74,7 @@ static void test_full_matrix_per_family(void **state) {
     int64_t want;
   } cases[] = {
       {"sm_80", SJ_FAMILY_FP16PV, "sj::attn_mma<sj::FP16PV,", 2 * 2 * 5 * 2},
-      {"sm_89", SJ_FAMILY_FP8PV, "sj::attn_mma<sj::FP8PV,", 5 * 2 * 5 * 2},
+      {"sm_89", SJ_FAMILY_FP8PV, "sj::attn_mma<sj::FP8PV,", 6 * 2 * 5 * 2},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     sj_warm_request req;

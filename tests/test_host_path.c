@@ -363,20 +363,25 @@ static void test_heads_first_budget(void **state) {
   static const struct {
     sj_family family;
     int heads_kv, seq, heads_first;
+    sj_pv_accum accum;
   } calls[] = {
       /* wgmma, 8-bit V: 4 x seq x 128 x 2 <= 1 MiB up to 1024 keys */
-      {SJ_FAMILY_WGMMA, H, 1024, 1},
-      {SJ_FAMILY_WGMMA, H, 1088, 0},
-      {SJ_FAMILY_WGMMA, H, 1344, 0},
+      {SJ_FAMILY_WGMMA, H, 1024, 1, SJ_ACCUM_DEFAULT},
+      {SJ_FAMILY_WGMMA, H, 1088, 0, SJ_ACCUM_DEFAULT},
+      {SJ_FAMILY_WGMMA, H, 1344, 0, SJ_ACCUM_DEFAULT},
       /* one kv head (GQA): four times the keys */
-      {SJ_FAMILY_WGMMA, 1, 4096, 1},
-      {SJ_FAMILY_WGMMA, 1, 4160, 0},
+      {SJ_FAMILY_WGMMA, 1, 4096, 1, SJ_ACCUM_DEFAULT},
+      {SJ_FAMILY_WGMMA, 1, 4160, 0, SJ_ACCUM_DEFAULT},
       /* FP16PV, the caller's 16-bit V: 4 x seq x 128 x 3 <= 2 MiB up to 1365 */
-      {SJ_FAMILY_FP16PV, H, 1344, 1},
-      {SJ_FAMILY_FP16PV, H, 1408, 0},
+      {SJ_FAMILY_FP16PV, H, 1344, 1, SJ_ACCUM_DEFAULT},
+      {SJ_FAMILY_FP16PV, H, 1408, 0, SJ_ACCUM_DEFAULT},
       /* FP8PV, 8-bit V: <= 2 MiB up to 2048 */
-      {SJ_FAMILY_FP8PV, H, 2048, 1},
-      {SJ_FAMILY_FP8PV, H, 2112, 0},
+      {SJ_FAMILY_FP8PV, H, 2048, 1, SJ_ACCUM_DEFAULT},
+      {SJ_FAMILY_FP8PV, H, 2112, 0, SJ_ACCUM_DEFAULT},
+      /* FP8PV pvi8+splitv, whose heads may all take split V (e4m3 V and
+       * its residual): as FP16PV, up to 1365 */
+      {SJ_FAMILY_FP8PV, H, 1344, 1, SJ_ACCUM_PVI8_SPLITV},
+      {SJ_FAMILY_FP8PV, H, 1408, 0, SJ_ACCUM_PVI8_SPLITV},
   };
   for (size_t i = 0; i < sizeof calls / sizeof *calls; i++) {
     sj_attention_params p;
@@ -387,6 +392,7 @@ static void test_heads_first_budget(void **state) {
     p.seq_q = p.seq_kv = calls[i].seq;
     p.head_dim = D;
     p.family = calls[i].family;
+    p.pv_accum = calls[i].accum;
     point_tensors(&p, buf, bytes);
     p.causal = 1;
     const sj_status st = sj_attention(ctx, &p, NULL);

@@ -417,11 +417,36 @@ static void test_plan_defaults(void **state) {
   assert_non_null(strstr(name, "sj::ACC_PVI8_SPLITV"));
   assert_int_equal(sj_spec_shape(&p.specs[3]).smem_bytes,
                    sj_spec_shape(&split.specs[3]).smem_bytes);
+  /* FP8PV too (attn_mma with both bodies): split V's stages and shared
+   * memory, whichever body a head takes, and the same quantizer mode */
+  sj_plan split89;
   assert_int_equal(sj_plan_make(&t89, SJ_FAMILY_FP8PV, SJ_DTYPE_FP16, 128, 0, 0,
+                                SJ_ACCUM_FP32_FP32_SPLITV, -1, -1, &split89, msg,
+                                sizeof msg),
+                   SJ_OK);
+  assert_int_equal(sj_plan_make(&t89, SJ_FAMILY_FP8PV, SJ_DTYPE_FP16, 128, 0, 0,
+                                SJ_ACCUM_PVI8_SPLITV, -1, -1, &p, msg, sizeof msg),
+                   SJ_OK);
+  assert_int_equal(p.accum, SJ_ACCUM_PVI8_SPLITV);
+  assert_int_equal(p.stages, split89.stages);
+  assert_int_equal(sj_spec_name(&p.specs[2], name, sizeof name), 0);
+  assert_string_equal(name, "sj::quant_qkv<sj::FP16,128,32,4>");
+  assert_int_equal(sj_spec_name(&p.specs[3], name, sizeof name), 0);
+  assert_non_null(strstr(name, "sj::attn_mma<sj::FP8PV,"));
+  assert_non_null(strstr(name, "sj::ACC_PVI8_SPLITV"));
+  assert_int_equal(sj_spec_shape(&p.specs[3]).smem_bytes,
+                   sj_spec_shape(&split89.specs[3]).smem_bytes);
+  /* D = 96 under AUTO on sm_90a: FP8PV (wgmma has no D = 96), same mode */
+  assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_AUTO, SJ_DTYPE_FP16, 96, 1, 0,
+                                SJ_ACCUM_PVI8_SPLITV, -1, -1, &p, msg, sizeof msg),
+                   SJ_OK);
+  assert_int_equal(p.family, SJ_FAMILY_FP8PV);
+  assert_int_equal(p.accum, SJ_ACCUM_PVI8_SPLITV);
+  assert_int_equal(sj_plan_make(&t89, SJ_FAMILY_FP16PV, SJ_DTYPE_FP16, 128, 0, 0,
                                 SJ_ACCUM_PVI8_SPLITV, -1, -1, &p, msg, sizeof msg),
                    SJ_ERR_UNSUPPORTED);
   assert_non_null(
-      strstr(msg, "pv_accum pvi8+splitv (8) is not offered by the fp8pv family"));
+      strstr(msg, "pv_accum pvi8+splitv (8) is not offered by the fp16pv family"));
 }
 
 static void test_plan_rejects(void **state) {

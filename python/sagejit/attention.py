@@ -801,9 +801,10 @@ def sageattn(q: Any, k: Any, v: Any, tensor_layout: str = "HND",
             ``"fp32+fp16"``, ``"fp32+fp32+splitv"`` (fp8pv and wgmma:
             V as two e4m3 terms, the more accurate FP8 P.V), ``"pv16"``
             (wgmma: P and V in 16 bits, the FP16 family's accuracy),
-            ``"pvi8"`` (wgmma: P and V in INT8, per-tile P scales) or
-            ``"pvi8+splitv"`` (wgmma's default: pvi8 for the heads whose V
-            suits it, split V for the others, chosen per call).
+            ``"pvi8"`` (wgmma and fp8pv: P and V in INT8, per-tile P
+            scales) or ``"pvi8+splitv"`` (wgmma's default, and fp8pv: pvi8
+            for the heads whose V suits it, split V for the others, chosen
+            per call).
         smooth_k: subtract the per-channel mean of K (default on).
         smooth_v: subtract the mean of V (fp32 accumulations only).
         causal_alignment: ``"top_left"`` (default; SageAttention and
