@@ -159,9 +159,9 @@ typedef enum sj_pv_accum {
    * a worse one than split V's when a few tokens of V are far larger than
    * the rest (docs/kernels.md); opt-in. */
   SJ_ACCUM_PVI8 = 7,
-  /* WGMMA (the default on sm90) and FP8PV: pvi8 for each (batch, kv head)
-   * whose V is spread evenly enough for s8 per channel, split V for the
-   * others (a few tokens far larger than the rest).  The preprocessing
+  /* WGMMA (the default on sm90) and FP8PV (its default on sm90 too): pvi8
+   * for each (batch, kv head) whose V is spread evenly enough for s8 per
+   * channel, split V for the others (a few tokens far larger than the rest).  The preprocessing
    * chooses per call from V's statistics (docs/kernels.md). */
   SJ_ACCUM_PVI8_SPLITV = 8
 } sj_pv_accum;

@@ -376,12 +376,15 @@ static void test_heads_first_budget(void **state) {
       {SJ_FAMILY_FP16PV, H, 1344, 1, SJ_ACCUM_DEFAULT},
       {SJ_FAMILY_FP16PV, H, 1408, 0, SJ_ACCUM_DEFAULT},
       /* FP8PV, 8-bit V: <= 2 MiB up to 2048 */
-      {SJ_FAMILY_FP8PV, H, 2048, 1, SJ_ACCUM_DEFAULT},
-      {SJ_FAMILY_FP8PV, H, 2112, 0, SJ_ACCUM_DEFAULT},
+      {SJ_FAMILY_FP8PV, H, 2048, 1, SJ_ACCUM_FP32_FP16},
+      {SJ_FAMILY_FP8PV, H, 2112, 0, SJ_ACCUM_FP32_FP16},
       /* FP8PV pvi8+splitv, whose heads may all take split V (e4m3 V and
-       * its residual): as FP16PV, up to 1365 */
+       * its residual): as FP16PV, up to 1365; FP8PV's default on this
+       * device (sm_90) */
       {SJ_FAMILY_FP8PV, H, 1344, 1, SJ_ACCUM_PVI8_SPLITV},
       {SJ_FAMILY_FP8PV, H, 1408, 0, SJ_ACCUM_PVI8_SPLITV},
+      {SJ_FAMILY_FP8PV, H, 1344, 1, SJ_ACCUM_DEFAULT},
+      {SJ_FAMILY_FP8PV, H, 1408, 0, SJ_ACCUM_DEFAULT},
   };
   for (size_t i = 0; i < sizeof calls / sizeof *calls; i++) {
     sj_attention_params p;

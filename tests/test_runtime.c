@@ -267,6 +267,22 @@ static void test_plan_defaults(void **state) {
   /* What wgmma does not offer falls back to fp8pv under AUTO ... */
   p = auto_plan(&t90, SJ_DTYPE_FP16, 96, 0, SJ_ACCUM_DEFAULT);
   assert_int_equal(p.family, SJ_FAMILY_FP8PV);
+  /* ... with the WGMMA default's per-head choice on Hopper (mma.sync e4m3
+   * is emulated there, u8 native), as on plain sm_90; Blackwell's data
+   * centre parts keep fp32+fp32, sm_89 fp32+fp16 (above) */
+  assert_int_equal(p.accum, SJ_ACCUM_PVI8_SPLITV);
+  assert_int_equal(p.stages, 3);
+  {
+    sj_target t90p, t100;
+    sj_target_parse("sm_90", &t90p);
+    sj_target_parse("sm_100a", &t100);
+    p = auto_plan(&t90p, SJ_DTYPE_BF16, 128, 1, SJ_ACCUM_DEFAULT);
+    assert_int_equal(p.family, SJ_FAMILY_FP8PV);
+    assert_int_equal(p.accum, SJ_ACCUM_PVI8_SPLITV);
+    p = auto_plan(&t100, SJ_DTYPE_FP16, 32, 0, SJ_ACCUM_DEFAULT);
+    assert_int_equal(p.family, SJ_FAMILY_FP8PV);
+    assert_int_equal(p.accum, SJ_ACCUM_FP32_FP32);
+  }
   p = auto_plan(&t90, SJ_DTYPE_FP16, 64, 0, SJ_ACCUM_FP32_FP16);
   assert_int_equal(p.family, SJ_FAMILY_FP8PV);
   assert_int_equal(p.accum, SJ_ACCUM_FP32_FP16);

@@ -802,9 +802,9 @@ def sageattn(q: Any, k: Any, v: Any, tensor_layout: str = "HND",
             V as two e4m3 terms, the more accurate FP8 P.V), ``"pv16"``
             (wgmma: P and V in 16 bits, the FP16 family's accuracy),
             ``"pvi8"`` (wgmma and fp8pv: P and V in INT8, per-tile P
-            scales) or ``"pvi8+splitv"`` (wgmma's default, and fp8pv: pvi8
-            for the heads whose V suits it, split V for the others, chosen
-            per call).
+            scales) or ``"pvi8+splitv"`` (wgmma's default, and fp8pv's on
+            sm_90: pvi8 for the heads whose V suits it, split V for the
+            others, chosen per call).
         smooth_k: subtract the per-channel mean of K (default on).
         smooth_v: subtract the mean of V (fp32 accumulations only).
         causal_alignment: ``"top_left"`` (default; SageAttention and
