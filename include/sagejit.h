@@ -161,8 +161,9 @@ typedef enum sj_pv_accum {
   SJ_ACCUM_PVI8 = 7,
   /* WGMMA (the default on sm90) and FP8PV (its default on sm90 too): pvi8
    * for each (batch, kv head) whose V is spread evenly enough for s8 per
-   * channel, split V for the others (a few tokens far larger than the rest).  The preprocessing
-   * chooses per call from V's statistics (docs/kernels.md). */
+   * channel, split V for the others (a few tokens far larger than the
+   * rest).  The preprocessing chooses per call from V's statistics
+   * (docs/kernels.md). */
   SJ_ACCUM_PVI8_SPLITV = 8
 } sj_pv_accum;
 /* The mode's name as the CLI and the Python package spell it ("fp32+fp32",
