@@ -943,8 +943,16 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
 // branch before the loop).  The runtime sizes the shared memory and the
 // stages for split V's larger tiles (runtime/spec.c), which either body
 // then uses with its own layout.
+//
+// At D = 32 the two bodies take 178 registers (causal 184) where pvi8 alone
+// takes 160 (167): two CTAs per multiprocessor instead of three, 11-15 %
+// slower than pvi8 alone on the H100.  Asking for three (168 registers,
+// 56 / 64 bytes of spills) measured +10 to +16 % (forty-third session,
+// bench/NOTES.md).  Every other instance gets 0, no minimum, which leaves
+// its cubin as it was (an explicit 1 changes ptxas's allocation).
 template <int FAM, int DT, int D, bool CAUSAL, int ACC, int WARP_Q, int STAGES, int KSUB>
-__global__ void __launch_bounds__(BLK_Q / WARP_Q * 32)
+__global__ void __launch_bounds__(BLK_Q / WARP_Q * 32,
+                                  ACC == ACC_PVI8_SPLITV && D == 32 ? 3 : 0)
     attn_mma(const __grid_constant__ sj_attn_args a) {
   u32x4 qraw[WARP_Q / 8][D / 32];
   if constexpr (ACC == ACC_PVI8_SPLITV) {
