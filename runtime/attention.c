@@ -753,14 +753,13 @@ static int causal_heads_first(const sj_context *ctx, const call *c,
   if (forced >= 0)
     return forced;
   /* INT8 K and 8-bit V (or 16-bit V^T for pv16, the caller's 16-bit V for
-   * FP16PV, e4m3 V and its residual for the mma family's split V, and for
-   * its pvi8+splitv, whose heads may all take split V) of one batch's kv
-   * heads */
+   * FP16PV, and for FP8PV what its V mode stores: e4m3 V and its residual
+   * for split V and for pvi8+splitv, whose heads may all take split V) of
+   * one batch's kv heads */
   const int64_t v_bytes =
       c->plan.accum == SJ_ACCUM_PV16 || c->plan.family == SJ_FAMILY_FP16PV ||
               (c->plan.family == SJ_FAMILY_FP8PV &&
-               (c->plan.accum == SJ_ACCUM_FP32_FP32_SPLITV ||
-                c->plan.accum == SJ_ACCUM_PVI8_SPLITV))
+               sj_v_bytes(sj_v_mode(c->plan.accum)) == 2)
           ? 2
           : 1;
   const int64_t l2 = ctx->l2_bytes > 0 ? ctx->l2_bytes : SJ_HEADS_FIRST_BYTES;

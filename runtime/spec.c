@@ -117,6 +117,12 @@ int sj_spec_name(const sj_spec *s, char *buf, size_t size) {
   return (n < 0 || (size_t)n >= size) ? -1 : 0;
 }
 
+/* attn_mma's V tiles carry V's e4m3 residual: split V, and pvi8+splitv,
+ * whose one kernel holds both bodies and sizes its stages for the larger */
+static int mma_split_v(sj_pv_accum a) {
+  return a == SJ_ACCUM_FP32_FP32_SPLITV || a == SJ_ACCUM_PVI8_SPLITV;
+}
+
 /* Dynamic shared memory of the attention kernel (sj_attn_mma.cuh).  Split
  * V keeps the residual tile next to each V tile. */
 static int attn_smem(sj_family fam, int d, int stages, int split) {
@@ -163,9 +169,7 @@ sj_launch_shape sj_spec_shape(const sj_spec *s) {
       break;
     }
     sh.threads = BLK_Q / s->warp_q * 32;
-    sh.smem_bytes = attn_smem(s->family, s->head_dim, s->stages,
-                              s->accum == SJ_ACCUM_FP32_FP32_SPLITV ||
-                                  s->accum == SJ_ACCUM_PVI8_SPLITV);
+    sh.smem_bytes = attn_smem(s->family, s->head_dim, s->stages, mma_split_v(s->accum));
     break;
   case SJ_KERNEL_REFERENCE:
     sh.threads = 128;
@@ -299,10 +303,7 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
                                           : SJ_ACCUM_FP32_FP32;
   }
   const int fp16_ok = acc == SJ_ACCUM_FP32 || acc == SJ_ACCUM_FP16_FP32;
-  /* V tiles with their residual in attn_mma's shared memory: split V, and
-   * pvi8+splitv, whose one kernel holds both bodies and sizes its stages
-   * for the larger */
-  const int split = acc == SJ_ACCUM_FP32_FP32_SPLITV || acc == SJ_ACCUM_PVI8_SPLITV;
+  const int split = mma_split_v(acc);
   const int fp8_ok = acc == SJ_ACCUM_FP32 || acc == SJ_ACCUM_FP32_FP32 ||
                      acc == SJ_ACCUM_FP32_FP16 || split || acc == SJ_ACCUM_PVI8;
   const int wg_ok = wgmma_accum(acc);
