@@ -222,6 +222,18 @@ SJ_API const char *sj_context_last_error(const sj_context *ctx);
 SJ_API const char *sj_context_target(const sj_context *ctx);
 /* The family AUTO resolves to on this context. */
 SJ_API sj_family sj_context_family(const sj_context *ctx);
+/* What a call on this context asking for `family` and `accum` at `head_dim`
+ * runs: the family (SJ_FAMILY_AUTO resolved as sj_attention resolves it,
+ * with the WGMMA family's fallback to FP8PV) and the P.V accumulation
+ * (SJ_ACCUM_DEFAULT resolved to that family's default on the target).
+ * Neither depends on the dtype, the mask or the shape.  SJ_ERR_UNSUPPORTED
+ * (message in sj_context_last_error) where the target does not offer the
+ * combination, SJ_ERR_INVALID_ARGUMENT for a NULL pointer or an unknown
+ * enum value. */
+SJ_API sj_status sj_context_resolve(sj_context *ctx, sj_family family,
+                                    int head_dim, sj_pv_accum accum,
+                                    sj_family *family_out,
+                                    sj_pv_accum *accum_out);
 /* The cache file in use ("" when the cache is disabled or in memory). */
 SJ_API const char *sj_context_cache_path(const sj_context *ctx);
 

@@ -215,7 +215,10 @@ static sj_status check_views(sj_context *ctx, call *c, int64_t nq, int64_t nk,
   return SJ_OK;
 }
 
-static sj_status plan_call(sj_context *ctx, call *c, const options *o) {
+/* The plan of a call with these options: the family it asked for resolved
+ * against the context, then sj_plan_make's defaults and checks. */
+static sj_status plan_options(sj_context *ctx, const options *o, sj_dtype dt,
+                              int head_dim, int causal, sj_plan *out) {
   char msg[512];
   /* AUTO stays AUTO unless the context was given a family, so that the
    * plan may fall back from wgmma for what that family does not offer.  A
@@ -230,12 +233,39 @@ static sj_status plan_call(sj_context *ctx, call *c, const options *o) {
     return sj_fail(ctx, SJ_ERR_UNSUPPORTED,
                    "the wgmma family needs cuTensorMapEncodeTiled, which "
                    "this CUDA driver lacks; use the fp8pv family");
-  sj_status st = sj_plan_make(&ctx->target, fam, c->dtype, (int)c->head_dim,
-                              c->causal, o->quant, o->accum, o->smooth_k,
-                              o->smooth_v, &c->plan, msg, sizeof msg);
+  sj_status st = sj_plan_make(&ctx->target, fam, dt, head_dim, causal, o->quant,
+                              o->accum, o->smooth_k, o->smooth_v, out, msg,
+                              sizeof msg);
   if (st != SJ_OK)
     return sj_fail(ctx, st, "%s", msg);
+  return SJ_OK;
+}
+
+static sj_status plan_call(sj_context *ctx, call *c, const options *o) {
+  SJ_FORWARD(plan_options(ctx, o, c->dtype, (int)c->head_dim, c->causal,
+                          &c->plan));
   sj_plan_for_length(&c->plan, &ctx->target, c->seq_q, c->seq_kv);
+  return SJ_OK;
+}
+
+sj_status sj_context_resolve(sj_context *ctx, sj_family family, int head_dim,
+                             sj_pv_accum accum, sj_family *family_out,
+                             sj_pv_accum *accum_out) {
+  if (!ctx)
+    return SJ_ERR_INVALID_ARGUMENT;
+  if (!family_out || !accum_out)
+    return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT, "family_out or accum_out is NULL");
+  if ((int)family < 0 || family > SJ_FAMILY_WGMMA)
+    return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT, "unknown family %d", (int)family);
+  if ((int)accum < 0 || accum > SJ_ACCUM_PVI8_SPLITV)
+    return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT, "unknown pv_accum %d", (int)accum);
+  /* Neither the dtype nor the mask changes the family or the accumulation
+   * a call gets (sj_plan_make). */
+  const options o = {family, SJ_QUANT_DEFAULT, accum, -1, -1};
+  sj_plan pl;
+  SJ_FORWARD(plan_options(ctx, &o, SJ_DTYPE_FP16, head_dim, 0, &pl));
+  *family_out = pl.family;
+  *accum_out = pl.accum;
   return SJ_OK;
 }
 

@@ -614,6 +614,81 @@ static sj_context *compile_ctx(const char *target) {
   return ctx;
 }
 
+/* sj_context_resolve against the dispatch table of docs/kernels.md */
+static void expect_resolve(const char *target, sj_family asked, int head_dim,
+                           sj_pv_accum acc, sj_family fam_want,
+                           sj_pv_accum acc_want) {
+  sj_context *ctx = compile_ctx(target);
+  sj_family fam = (sj_family)-1;
+  sj_pv_accum got = (sj_pv_accum)-1;
+  assert_int_equal(sj_context_resolve(ctx, asked, head_dim, acc, &fam, &got), SJ_OK);
+  assert_int_equal(fam, fam_want);
+  assert_int_equal(got, acc_want);
+  sj_context_destroy(ctx);
+}
+
+static void test_context_resolve(void **state) {
+  (void)state;
+  unsetenv("SAGEJIT_FAMILY");
+  expect_resolve("sm_80", SJ_FAMILY_AUTO, 128, SJ_ACCUM_DEFAULT, SJ_FAMILY_FP16PV,
+                 SJ_ACCUM_FP32);
+  expect_resolve("sm_86", SJ_FAMILY_AUTO, 64, SJ_ACCUM_DEFAULT, SJ_FAMILY_FP16PV,
+                 SJ_ACCUM_FP32);
+  expect_resolve("sm_89", SJ_FAMILY_AUTO, 128, SJ_ACCUM_DEFAULT, SJ_FAMILY_FP8PV,
+                 SJ_ACCUM_FP32_FP16);
+  expect_resolve("sm_120a", SJ_FAMILY_AUTO, 96, SJ_ACCUM_DEFAULT, SJ_FAMILY_FP8PV,
+                 SJ_ACCUM_FP32_FP16);
+  expect_resolve("sm_100a", SJ_FAMILY_AUTO, 128, SJ_ACCUM_DEFAULT, SJ_FAMILY_FP8PV,
+                 SJ_ACCUM_FP32_FP32);
+  /* sm_90a: wgmma where it has the head dim, else fp8pv, whose sm_90
+   * default is pvi8+splitv too; an accumulation wgmma lacks goes to fp8pv */
+  expect_resolve("sm_90a", SJ_FAMILY_AUTO, 128, SJ_ACCUM_DEFAULT, SJ_FAMILY_WGMMA,
+                 SJ_ACCUM_PVI8_SPLITV);
+  expect_resolve("sm_90a", SJ_FAMILY_AUTO, 32, SJ_ACCUM_DEFAULT, SJ_FAMILY_FP8PV,
+                 SJ_ACCUM_PVI8_SPLITV);
+  expect_resolve("sm_90a", SJ_FAMILY_AUTO, 96, SJ_ACCUM_DEFAULT, SJ_FAMILY_FP8PV,
+                 SJ_ACCUM_PVI8_SPLITV);
+  expect_resolve("sm_90a", SJ_FAMILY_AUTO, 128, SJ_ACCUM_FP32_FP16, SJ_FAMILY_FP8PV,
+                 SJ_ACCUM_FP32_FP16);
+  expect_resolve("sm_90a", SJ_FAMILY_FP16PV, 128, SJ_ACCUM_DEFAULT, SJ_FAMILY_FP16PV,
+                 SJ_ACCUM_FP32);
+  expect_resolve("sm_90a", SJ_FAMILY_WGMMA, 64, SJ_ACCUM_PV16, SJ_FAMILY_WGMMA,
+                 SJ_ACCUM_PV16);
+  expect_resolve("sm_90", SJ_FAMILY_AUTO, 128, SJ_ACCUM_DEFAULT, SJ_FAMILY_FP8PV,
+                 SJ_ACCUM_PVI8_SPLITV);
+  /* a context given a family: AUTO means it, with no fallback */
+  setenv("SAGEJIT_FAMILY", "fp16pv", 1);
+  expect_resolve("sm_90a", SJ_FAMILY_AUTO, 128, SJ_ACCUM_DEFAULT, SJ_FAMILY_FP16PV,
+                 SJ_ACCUM_FP32);
+  unsetenv("SAGEJIT_FAMILY");
+
+  sj_context *ctx = compile_ctx("sm_89");
+  sj_family fam = (sj_family)-1;
+  sj_pv_accum acc = (sj_pv_accum)-1;
+  assert_int_equal(sj_context_resolve(ctx, SJ_FAMILY_WGMMA, 128, SJ_ACCUM_DEFAULT, &fam, &acc),
+                   SJ_ERR_UNSUPPORTED);
+  assert_non_null(strstr(sj_context_last_error(ctx), "sm_90a"));
+  assert_int_equal(sj_context_resolve(ctx, SJ_FAMILY_AUTO, 48, SJ_ACCUM_DEFAULT, &fam, &acc),
+                   SJ_ERR_UNSUPPORTED);
+  assert_non_null(strstr(sj_context_last_error(ctx), "48"));
+  assert_int_equal(sj_context_resolve(ctx, SJ_FAMILY_FP16PV, 128, SJ_ACCUM_PVI8, &fam, &acc),
+                   SJ_ERR_UNSUPPORTED);
+  assert_int_equal(sj_context_resolve(ctx, (sj_family)7, 128, SJ_ACCUM_DEFAULT, &fam, &acc),
+                   SJ_ERR_INVALID_ARGUMENT);
+  assert_int_equal(sj_context_resolve(ctx, SJ_FAMILY_AUTO, 128, (sj_pv_accum)99, &fam, &acc),
+                   SJ_ERR_INVALID_ARGUMENT);
+  assert_int_equal(sj_context_resolve(ctx, SJ_FAMILY_AUTO, 128, SJ_ACCUM_DEFAULT, NULL, &acc),
+                   SJ_ERR_INVALID_ARGUMENT);
+  assert_int_equal(sj_context_resolve(ctx, SJ_FAMILY_AUTO, 128, SJ_ACCUM_DEFAULT, &fam, NULL),
+                   SJ_ERR_INVALID_ARGUMENT);
+  /* failures leave the outputs alone */
+  assert_int_equal((int)fam, -1);
+  assert_int_equal((int)acc, -1);
+  sj_context_destroy(ctx);
+  assert_int_equal(sj_context_resolve(NULL, SJ_FAMILY_AUTO, 128, SJ_ACCUM_DEFAULT, &fam, &acc),
+                   SJ_ERR_INVALID_ARGUMENT);
+}
+
 static void test_context_create_errors(void **state) {
   (void)state;
   sj_config cfg;
@@ -986,6 +1061,7 @@ int main(void) {
       cmocka_unit_test(test_spec_names_unique),
       cmocka_unit_test(test_l2_keeps_v),
       cmocka_unit_test(test_context_create_errors),
+      cmocka_unit_test(test_context_resolve),
       cmocka_unit_test(test_context_without_gpu),
       cmocka_unit_test_setup_teardown(test_validation, setup_params, teardown_params),
       cmocka_unit_test_setup_teardown(test_workspace_size, setup_params,

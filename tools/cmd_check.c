@@ -3,7 +3,6 @@
  * over a matrix of shapes and options on fresh random data and gates each
  * case against the FP32 reference.
  */
-#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,15 +85,12 @@ typedef struct gate {
   double rel_l2, cosine;
 } gate;
 
-/* f is the resolved family; split V when asked for, or by default on
- * wgmma and on sm_90's fp8pv, both pvi8+splitv (docs/kernels.md,
- * Dispatch). */
-static gate gate_for(sj_family f, sj_pv_accum a, int sm90) {
+/* f and a are what the call ran, as sj_context_resolve says: the tighter
+ * 8-bit gate for split V, pvi8 and pvi8+splitv (docs/kernels.md). */
+static gate gate_for(sj_family f, sj_pv_accum a) {
   gate g = {2e-2, 0.9998};
   const int split = a == SJ_ACCUM_FP32_FP32_SPLITV || a == SJ_ACCUM_PVI8 ||
-                    a == SJ_ACCUM_PVI8_SPLITV ||
-                    (a == SJ_ACCUM_DEFAULT &&
-                     (f == SJ_FAMILY_WGMMA || (f == SJ_FAMILY_FP8PV && sm90)));
+                    a == SJ_ACCUM_PVI8_SPLITV;
   if (a == SJ_ACCUM_PV16) /* 16-bit P.V: fp16pv's gate */
     return g;
   if (f == SJ_FAMILY_FP8PV || f == SJ_FAMILY_WGMMA) {
@@ -109,14 +105,15 @@ static const char *const k_verdict[] = {"PASS", "FAIL", "SKIP"};
 
 typedef struct case_out {
   sj_check_case c;
-  sj_family family; /* resolved */
+  sj_family family;  /* resolved (sj_context_resolve) */
+  sj_pv_accum accum; /* resolved */
   sj_status st;
   sj_check_result r;
   int verdict;
   char why[256];
 } case_out;
 
-static int judge(case_out *co, int sm90) {
+static int judge(case_out *co) {
   if (co->st == SJ_ERR_UNSUPPORTED) {
     snprintf(co->why, sizeof co->why, "unsupported");
     return CASE_SKIP;
@@ -124,7 +121,7 @@ static int judge(case_out *co, int sm90) {
   if (co->st != SJ_OK)
     return CASE_FAIL; /* why already set */
   const sj_check_result *r = &co->r;
-  gate g = gate_for(co->family, co->c.params.pv_accum, sm90);
+  gate g = gate_for(co->family, co->accum);
   co->why[0] = 0;
   if (r->nonfinite != 0)
     snprintf(co->why, sizeof co->why, "%lld non-finite outputs",
@@ -173,7 +170,7 @@ static void json_case(cli_json *j, const case_out *co) {
                                 : "top_left");
   cj_str(j, "family", cli_family_name(co->family));
   cj_str(j, "quant", cli_quant_name(p->qk_quant));
-  cj_str(j, "accum", sj_pv_accum_name(p->pv_accum));
+  cj_str(j, "accum", sj_pv_accum_name(co->accum)); /* as the family: what ran */
   cj_bool(j, "pad_strides", co->c.pad_strides);
   cj_num(j, "k_bias", co->c.k_bias);
   cj_bool(j, "with_lse", co->c.with_lse);
@@ -307,8 +304,6 @@ int cmd_check(int argc, char **argv) {
     return rc == CLI_EXIT_FAILED ? CLI_EXIT_ERROR : rc;
   }
   const sj_family ctx_family = sj_context_family(ctx);
-  const int sm90 = strncmp(sj_context_target(ctx), "sm_90", 5) == 0 &&
-                   !isdigit((unsigned char)sj_context_target(ctx)[5]);
 
   case_out *cases = NULL;
   int64_t n = build_cases(&o, dims, n_dims, dts, n_dts, fams, n_fams, qs, n_qs,
@@ -338,13 +333,19 @@ int cmd_check(int argc, char **argv) {
     char desc[160];
     describe(&co->c, desc, sizeof desc);
     cli_progress_update(&bar, i, n, desc);
-    co->family =
-        co->c.params.family == SJ_FAMILY_AUTO ? ctx_family : co->c.params.family;
-    co->st = sj_check(ctx, &co->c, &co->r);
+    co->accum = co->c.params.pv_accum; /* sj_context_resolve fills it on success */
+    co->st = sj_context_resolve(ctx, co->c.params.family,
+                                (int)co->c.params.head_dim,
+                                co->c.params.pv_accum, &co->family, &co->accum);
+    if (co->st == SJ_OK)
+      co->st = sj_check(ctx, &co->c, &co->r);
+    else /* what sj_check would answer; the row names the family asked for */
+      co->family = co->c.params.family == SJ_FAMILY_AUTO ? ctx_family
+                                                         : co->c.params.family;
     if (co->st != SJ_OK && co->st != SJ_ERR_UNSUPPORTED)
       snprintf(co->why, sizeof co->why, "%s: %s", sj_status_name(co->st),
                sj_context_last_error(ctx));
-    co->verdict = judge(co, sm90);
+    co->verdict = judge(co);
     if (co->verdict == CASE_PASS)
       passed++;
     else if (co->verdict == CASE_FAIL)
