@@ -255,13 +255,10 @@ sj_status sj_context_resolve(sj_context *ctx, sj_family family, int head_dim,
     return SJ_ERR_INVALID_ARGUMENT;
   if (!family_out || !accum_out)
     return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT, "family_out or accum_out is NULL");
-  if ((int)family < 0 || family > SJ_FAMILY_WGMMA)
-    return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT, "unknown family %d", (int)family);
-  if ((int)accum < 0 || accum > SJ_ACCUM_PVI8_SPLITV)
-    return sj_fail(ctx, SJ_ERR_INVALID_ARGUMENT, "unknown pv_accum %d", (int)accum);
   /* Neither the dtype nor the mask changes the family or the accumulation
-   * a call gets (sj_plan_make). */
+   * a call gets (sj_plan_make); check_common vets the two enums. */
   const options o = {family, SJ_QUANT_DEFAULT, accum, -1, -1};
+  SJ_FORWARD(check_common(ctx, SJ_DTYPE_FP16, 0, SJ_CAUSAL_TOP_LEFT, &o, 0.f, NULL));
   sj_plan pl;
   SJ_FORWARD(plan_options(ctx, &o, SJ_DTYPE_FP16, head_dim, 0, &pl));
   *family_out = pl.family;
