@@ -41,6 +41,8 @@ struct KvSrc {
   i64 v_pitch;  // bytes between v rows (channels for FP8, tokens for FP16)
   i64 v_lo;     // split V: the residual's offset from v
   int len_kv;   // keys of this sequence
+  const u8 *ks_base; // KS_SMEM: k_scale
+  u32 ks;            // KS_SMEM: tile 0's four K scales, bytes from ks_base
 };
 
 // KV tiles -> shared memory with cp.async, in order (0, 1, 2, ...).  The
@@ -48,7 +50,28 @@ struct KvSrc {
 // one 64-bit add per pass: the per-chunk row products (a 64-bit multiply per
 // row and tile) cost ~25 registers live across the loop and ~190
 // instructions per tile.
-template <int FAM, int D, int NTHREADS, bool SPLIT, bool VFULL = false> struct KvLoader {
+// Where FP8PV reads K scales from shared memory (attn_mma's KS_SMEM):
+// the shapes where it won, attention at 4K / 16K (D = 128 also 1K; H100
+// at D = 64 and 128, H200 at D = 32, 96, 256), bench/NOTES.md m13.
+//   fp32       D = 128 +8-10 % (causal +3-5 %), D = 64 +0-3 %, causal
+//              D = 32 +4 %, causal D = 256 +2.5 %; not D = 96 (-1 to
+//              -5 %) nor non-causal D = 32 / 256 (-1 to +2 %)
+//   fp32+fp16  causal everywhere (+20 % at D = 32, +1.5-4 % elsewhere),
+//              non-causal D = 96 +1 %, D = 256 +6 %; not non-causal D = 32,
+//              64, 128 (-1.5 to 0 %)
+//   fp32+fp32  D = 32 +9-14 %, D = 64 +0-4 %; not D = 128 (non-causal
+//              -2 to -5 %) nor D = 96 / 256 (-1 to +1 %)
+// Not in the other modes (pvi8+splitv D = 128: 0 to +2 % non-causal,
+// -3 % causal at 1K; pvi8 and pv16 not measured).
+__host__ __device__ constexpr bool mma_ks_smem(int acc, int d, bool causal) {
+  return acc == ACC_FP32       ? d == 64 || d == 128 || (causal && (d == 32 || d == 256))
+         : acc == ACC_FP32_FP16 ? causal || d == 96 || d == 256
+         : acc == ACC_FP32_FP32 ? d <= 64
+                                : false;
+}
+
+template <int FAM, int D, int NTHREADS, bool SPLIT, bool VFULL = false, bool KS_SMEM = false>
+struct KvLoader {
   typedef AttnSmem<FAM, D, SPLIT> S;
   static constexpr bool F8 = FAM == FP8PV;
   static constexpr int K_CPR = D / 16, K_CH = BLK_K * K_CPR;
@@ -66,8 +89,15 @@ template <int FAM, int D, int NTHREADS, bool SPLIT, bool VFULL = false> struct K
   i64 v_pitch;    // bytes between V rows
   i64 v_lo;       // split V: the residual's offset from v
   int rows_left;  // FP16: keys of the sequence from the next tile on
+  // KS_SMEM: the tile's four K scales (16 bytes) ride with its K tile, in
+  // the padding of row 0; a 32-bit offset (k_scale is 16 bytes per tile
+  // and KV head, far below 4 GiB while K itself is 4 D times larger).
+  const u8 *ks_base;
+  u32 ks; // bytes from ks_base to the next tile's K scales
 
   __device__ __forceinline__ void init(const KvSrc &src) {
+    ks_base = src.ks_base;
+    ks = src.ks;
     k = src.k;
     v = src.v;
     v_pitch = src.v_pitch;
@@ -126,6 +156,11 @@ template <int FAM, int D, int NTHREADS, bool SPLIT, bool VFULL = false> struct K
           v_chunk<FULL>(sV, r, c, row + c * 16);
         }
       }
+    }
+    if (KS_SMEM) {
+      if (threadIdx.x == NTHREADS - 1)
+        cp_async16(sK + D, ks_base + ks, 16); // row 0's padding: never read by ldmatrix
+      ks += 16;
     }
     k += BLK_K * D;
     v += F8 ? (i64)BLK_K : BLK_K * v_pitch;
@@ -205,6 +240,15 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
   // At D = 128 both cost 4-7 % (the early load alone 2-6 %), at D = 96
   // -1.2 to +2.2 %: bench/NOTES.md m11, m12.
   constexpr bool LEAN = !F8 && !TWO_LEVEL && (D == 32 || D == 64 || D == 256);
+  // KS_SMEM: a tile's K scales come from shared memory (KvLoader copies
+  // them into the padding of the K tile's row 0, which ldmatrix never
+  // reads), read after the barrier that publishes the tile, instead of an
+  // LDG from L2 right before the first Q.K^T (ncu, FP16PV D = 128: 2.4 %
+  // of the stall samples waited on it).  The gain or loss is the
+  // register allocation's more than the load's, so it is chosen per
+  // shape from the A/B (attention, 4K / 16K; bench/NOTES.md m13): see
+  // mma_ks_smem.
+  constexpr bool KS_SMEM = F8 && mma_ks_smem(ACC, D, CAUSAL);
   // CHUNKED: the fp32 mode's exps, packing, row sums and P.V in k-chunk
   // order (16 keys; an FP8 arm of 32 keys is written but no default
   // compiles or tests it): chunk kc's P.V issued in source order
@@ -325,7 +369,9 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
     }
     cp_async_commit();
   }
-  KvLoader<FAM, D, NTHREADS, SPLIT, LEAN> ld;
+  src.ks_base = (const u8 *)a.k_scale;
+  src.ks = (u32)(bhk * G.n_kblk * 16);
+  KvLoader<FAM, D, NTHREADS, SPLIT, LEAN, KS_SMEM> ld;
   ld.init(src);
   if (n_tiles > 0) {
     ld.load(sK0, sV0);
@@ -442,7 +488,9 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
     }
 
     float k_scale;
-    if (LEAN) {
+    if (KS_SMEM) {
+      k_scale = ((const float *)(sK + D))[t];
+    } else if (LEAN) {
       k_scale = k_scale_next;
       if (j + 1 < n_tiles)
         k_scale_next = k_scale_at(j + 1);
