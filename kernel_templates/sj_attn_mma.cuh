@@ -75,6 +75,8 @@ struct KvLoader {
   typedef AttnSmem<FAM, D, SPLIT> S;
   static constexpr bool F8 = FAM == FP8PV;
   static constexpr int K_CPR = D / 16, K_CH = BLK_K * K_CPR;
+  static_assert(!KS_SMEM || S::K_PITCH - D >= 16,
+                "KS_SMEM: a K row's padding holds the tile's K scales");
   // V chunks per row: BLK_K bytes of a channel row (FP8) or D 16-bit values
   // of a token row (FP16).
   static constexpr int V_CPR = F8 ? BLK_K / 16 : D / 8;
