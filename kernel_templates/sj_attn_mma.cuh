@@ -62,7 +62,7 @@ struct KvSrc {
 //   fp32+fp32  D = 32 +9-14 %, D = 64 +0-4 %; not D = 128 (non-causal
 //              -2 to -5 %) nor D = 96 / 256 (-1 to +1 %)
 // Not in the other modes (pvi8+splitv D = 128: 0 to +2 % non-causal,
-// -3 % causal at 1K; pvi8 and pv16 not measured).
+// -3 % causal at 1K; pvi8 not measured, bench/exp/mma_ksx.sh).
 __host__ __device__ constexpr bool mma_ks_smem(int acc, int d, bool causal) {
   return acc == ACC_FP32       ? d == 64 || d == 128 || (causal && (d == 32 || d == 256))
          : acc == ACC_FP32_FP16 ? causal || d == 96 || d == 256
