@@ -67,12 +67,12 @@ PY
     run_group() { # NAME CHECK BENCH
       mkdir -p "$base_out/$1"
       OUT=$base_out/$1 CHECK=$2 BENCH="$3 --seq 4096,16384 --causal 0,1 --iters 12 --warmup 3" \
-        ROUNDS=${ROUNDS:-2} timeout 170 bash "$here/../ab_templates.sh" "$b" ab/base ab/ksx \
+        timeout 170 bash "$here/../ab_templates.sh" "$b" ab/base ab/ksx \
         > "$base_out/$1/out.txt" 2>&1
       echo "group $1 rc=$?"
       grep -E "check|attn" "$base_out/$1/out.txt"
     }
-    ROUNDS=${3:-2}
+    export ROUNDS=${3:-2}
     run_group A "--family fp16pv --accum fp32 --head-dim 32,64,96,256 --dtype fp16 --quant per_thread" \
       "--family fp16pv --accum fp32 --head-dim 32,64,96,256"
     run_group B "--family fp16pv --accum fp16+fp32,fp32+fp32 --head-dim 64,128 --dtype fp16 --quant per_thread" \
