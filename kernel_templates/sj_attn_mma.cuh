@@ -50,9 +50,12 @@ struct KvSrc {
 // one 64-bit add per pass: the per-chunk row products (a 64-bit multiply per
 // row and tile) cost ~25 registers live across the loop and ~190
 // instructions per tile.
-// Where FP8PV reads K scales from shared memory (attn_mma's KS_SMEM):
-// the shapes where it won, attention at 4K / 16K (D = 128 also 1K; H100
-// at D = 64 and 128, H200 at D = 32, 96, 256), bench/NOTES.md m13.
+// Where a tile's K scales come from shared memory (attn_mma's KS_SMEM):
+// the shapes where it won, attention at 4K / 16K (D = 128 also 1K), on
+// an H100 at D = 64 and 128 and an H200 at D = 32, 96, 256 (FP8PV's
+// fp32, fp32+fp16, fp32+fp32; bench/NOTES.md m13), then on an H100 at
+// every D (the rest; m14).
+// FP8PV
 //   fp32       D = 128 +8-10 % (causal +3-5 %), D = 64 +0-3 %, causal
 //              D = 32 +4 %, causal D = 256 +2.5 %; not D = 96 (-1 to
 //              -5 %) nor non-causal D = 32 / 256 (-1 to +2 %)
@@ -61,12 +64,23 @@ struct KvSrc {
 //              64, 128 (-1.5 to 0 %)
 //   fp32+fp32  D = 32 +9-14 %, D = 64 +0-4 %; not D = 128 (non-causal
 //              -2 to -5 %) nor D = 96 / 256 (-1 to +1 %)
-// Not in the other modes (pvi8+splitv D = 128: 0 to +2 % non-causal,
-// -3 % causal at 1K; pvi8 not measured, bench/exp/mma_ksx.sh).
-__host__ __device__ constexpr bool mma_ks_smem(int acc, int d, bool causal) {
+//   pvi8       D = 64 +3-5 % (also the pvi8 body of pvi8+splitv there);
+//              not D = 128 (+1 % non-causal, -1 % causal)
+//   split V (alone or in pvi8+splitv) never: pvi8+splitv D = 128 with
+//              both bodies on measured 0 to +2 % non-causal, -3 % causal
+//              at 1K
+// FP16PV
+//   fp32       causal D = 64 +2-4 %, non-causal D = 96 +2-4 %; not
+//              non-causal D = 32 / 64 (-2.5 to -5.5 %), D = 128 (-1 %),
+//              D = 256 (-0.7 to -1.6 %), nor the other causal D (-1 to +0.5 %)
+//   fp16+fp32  D = 64 (+0-3 %, causal +5-6 %); not D = 128 (-1.6 to +1.3 %)
+__host__ __device__ constexpr bool mma_ks_smem(int fam, int acc, int d, bool causal) {
+  if (fam == FP16PV)
+    return acc == ACC_FP32 ? (causal ? d == 64 : d == 96) : acc == ACC_FP16_FP32 && d == 64;
   return acc == ACC_FP32       ? d == 64 || d == 128 || (causal && (d == 32 || d == 256))
          : acc == ACC_FP32_FP16 ? causal || d == 96 || d == 256
          : acc == ACC_FP32_FP32 ? d <= 64
+         : acc == ACC_PVI8      ? d == 64
                                 : false;
 }
 
@@ -250,7 +264,7 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
   // register allocation's more than the load's, so it is chosen per
   // shape from the A/B (attention, 4K / 16K; bench/NOTES.md m13): see
   // mma_ks_smem.
-  constexpr bool KS_SMEM = F8 && mma_ks_smem(ACC, D, CAUSAL);
+  constexpr bool KS_SMEM = !SPLIT && mma_ks_smem(FAM, ACC, D, CAUSAL);
   // CHUNKED: the fp32 mode's exps, packing, row sums and P.V in k-chunk
   // order (16 keys; an FP8 arm of 32 keys is written but no default
   // compiles or tests it): chunk kc's P.V issued in source order
@@ -452,7 +466,7 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
     return ks[base * 4 + t];
   };
   float k_scale_next = 0.f; // LEAN: the next tile's
-  if (LEAN && n_tiles > 0)
+  if (LEAN && !KS_SMEM && n_tiles > 0)
     k_scale_next = k_scale_at(0);
   for (int j = 0; j < n_tiles; j++) {
     const int st = STAGES > 1 ? j % STAGES : 0;
