@@ -22,13 +22,14 @@
 # c256: those 256-row CTAs, for non-causal D = 128 only (bench/exp/
 # mma_c256.py: timed through SAGEJIT_TUNE=warp_q=16, two stages).
 #
-#   prepare  (CPU machine): ab/fmax and ab/l2h beside ab/base (bench/exp/mma_ksx.sh
-#            prepare makes ab/base; this adds its D = 96 / 128 kernels),
-#            their caches, gpu-pack.  ~2 min on two cores.
-#   device   (carry BUILD and ab): `sagejit check` of both, then
-#            bench/ab_templates.sh; table in $OUT/d128/ab_table.txt
+#   prepare  (CPU machine): ab/fmax, ab/l2h and ab/c256 beside ab/base
+#            (bench/exp/mma_ksx.sh prepare makes ab/base; this adds its
+#            D = 96 / 128 kernels), their caches, gpu-pack.  ~2 min on
+#            two cores.
+#   device   (carry BUILD and ab): `sagejit check` of each variant, then
+#            bench/ab_templates.sh; the table in $OUT/d128/out.txt
 #            (l2h's check fails by design), c256's in
-#            $OUT/d128/c256/.  ~5 min on an H100 with ROUNDS 3.
+#            $OUT/d128/c256/out.txt.  ~5 min on an H100 with ROUNDS 3.
 set -u -o pipefail
 what=${1:?usage: bench/exp/mma_d128.sh prepare|device BUILD [ROUNDS]}
 b=${2:?usage: bench/exp/mma_d128.sh prepare|device BUILD [ROUNDS]}

@@ -20,7 +20,7 @@
 #            gpu-pack.  ~1 min on two cores.
 #   device   (carry BUILD and ab): `sagejit check` of ksx in the three
 #            groups' modes, then bench/ab_templates.sh once per group;
-#            tables in $OUT/{A,B,C}/ab_table.txt.  ~4-5 min on an H100
+#            tables in $OUT/{A,B,C}/out.txt.  ~4-5 min on an H100
 #            with ROUNDS 2.
 # Then, where ksx wins, widen mma_ks_smem (a FAM argument for FP16PV) and
 # run the GPU suite on that tree before landing it.
