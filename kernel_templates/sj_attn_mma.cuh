@@ -184,6 +184,76 @@ struct KvLoader {
   }
 };
 
+// TMA tiles' swizzle (attn_mma): the 16-byte chunk c of a row of ROW
+// bytes (128 or 64) whose index within its 1024-byte block has r % 8 = r8
+// lands at chunk c ^ r8 (128-byte rows) or c ^ (r8 / 2 % 4) (64-byte rows).
+template <int ROW> __device__ __forceinline__ int swz_chunk(int c, int r8) {
+  static_assert(ROW == 128 || ROW == 64, "128- or 64-byte swizzle");
+  return ROW == 128 ? c ^ r8 : c ^ ((r8 >> 1) & 3);
+}
+
+// attn_mma's kernel argument: sj_attn_args, or with TMA tiles the block
+// that puts its two tensor maps (tk, tv) in front of it (sj_abi.h).
+// (Both have the attention arguments as `a`; sj_attn_args' bytes alone
+// without TMA.  The kernel reads p.a itself: through an inlined accessor
+// ptxas scheduled the pvi8+splitv kernels differently.)
+struct MmaArgsPlain {
+  sj_attn_args a;
+};
+template <bool TMA> struct MmaArgs {
+  typedef MmaArgsPlain type;
+  static __device__ __forceinline__ const sj_tmap *maps(const type &) { return nullptr; }
+};
+template <> struct MmaArgs<true> {
+  typedef sj_wgmma_args type;
+  static __device__ __forceinline__ const sj_tmap *maps(const type &p) { return &p.tk; }
+};
+
+// Where a CTA's tiles start in its tensor maps (mma_tma_tile).
+struct TmaCoord {
+  int k_row;  // k8 row of tile 0
+  int v0, v1; // FP8: v8 column (token) and channel row; FP16: -, token
+  int hk, b;  // FP16: kv head and batch coordinates
+};
+__device__ __forceinline__ TmaCoord tma_coord(bool f8, int d, const sj_geom &G, const Seq &sk,
+                                              int b, int hk) {
+  TmaCoord c;
+  c.k_row = (int)k8_row0(G, sk, b, hk);
+  c.v0 = f8 && G.cu_kv ? (int)(((sk.tok + 15) / 16) * 16 + (i64)V8_GAP * b) : 0;
+  c.v1 = f8 ? (G.cu_kv ? hk * d : (b * G.heads_kv + hk) * d) : (G.cu_kv ? (int)sk.tok : 0);
+  c.hk = hk;
+  c.b = G.cu_kv ? 0 : b;
+  return c;
+}
+
+// attn_mma's TMA tiles (TMA in attn_mma_body): tile jt into stage
+// jt % STAGES, issued by one thread.  Coordinates: the k8 row; FP16 V
+// (channel, token, kv head, batch), a packed call's tokens in one sequence
+// of its map; FP8 v8 (token column, channel row).  KS_SMEM: the tile's four
+// K scales (16 bytes from ks) into the stage's slot after the mbarriers.
+template <bool F8, int D, int STAGES, bool KS_SMEM>
+__device__ __forceinline__ void mma_tma_tile(const sj_tmap *tm, const TmaCoord &tc, u32 bar0,
+                                             u8 *sK0, u8 *sV0, u8 *sKs0, const u8 *ks,
+                                             int jt) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr int TK_BYTES = BLK_K * D, TV_BYTES = F8 ? D * BLK_K : BLK_K * 2 * D;
+  const int ts = jt % STAGES;
+  const u32 bar = bar0 + 8 * ts;
+  const u32 dk = smem_addr(sK0 + ts * TK_BYTES), dv = smem_addr(sV0 + ts * TV_BYTES);
+  mbar_expect_tx(bar, TK_BYTES + TV_BYTES + (KS_SMEM ? 16 : 0));
+  tma_load_2d(dk, tm, 0, tc.k_row + jt * BLK_K, bar);
+  if (F8) {
+    tma_load_2d(dv, tm + 1, tc.v0 + jt * BLK_K, tc.v1, bar);
+  } else {
+#pragma unroll
+    for (int c = 0; c < D / 64; c++)
+      tma_load_4d(dv + c * (BLK_K * 128), tm + 1, c * 64, tc.v1 + jt * BLK_K, tc.hk, tc.b, bar);
+  }
+  if (KS_SMEM)
+    bulk_load(smem_addr(sKs0 + 16 * ts), ks + 16 * jt, 16, bar);
+#endif
+}
+
 // Channel n-tile pairs accumulated together in the two-level modes: enough
 // independent mma chains to hide the tensor-core latency, few enough that
 // the per-tile accumulators fit in registers next to O.
@@ -205,9 +275,10 @@ template <int MT, int DN> struct PvGroup {
 // loaded the fused Q rows into qraw and waited for the quantizer already
 // (pvi8+splitv, which reads kv_finalize's choice before it picks a body).
 template <int FAM, int DT, int D, bool CAUSAL, int ACC, int WARP_Q, int STAGES, int KSUB,
-          bool PRE>
+          bool PRE, bool TMA>
 __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
-                                              u32x4 (&qraw_pre)[WARP_Q / 8][D / 32]) {
+                                              u32x4 (&qraw_pre)[WARP_Q / 8][D / 32],
+                                              const sj_tmap *tm) {
   constexpr int NWARPS = BLK_Q / WARP_Q;
   constexpr int NTHREADS = NWARPS * 32;
   constexpr int MT = WARP_Q / 16;  // m-tiles per warp
@@ -265,6 +336,21 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
   // shape from the A/B (attention, 4K / 16K; bench/NOTES.md m13): see
   // mma_ks_smem.
   constexpr bool KS_SMEM = !SPLIT && mma_ks_smem(FAM, ACC, D, CAUSAL);
+  // TMA (a template argument, runtime/spec.c mma_tma): the K and V tiles by
+  // tensor copies that thread 0 issues, completing on the stage's mbarrier,
+  // into unpadded stages with the hardware swizzle (chunk c of a row at
+  // c ^ (row % 8) in 128-byte rows, c ^ (row / 2 % 4) in 64-byte rows) that
+  // every K and V ldmatrix address below undoes; the K scales (KS_SMEM) by
+  // a 16-byte bulk copy on the same barrier.  K: 64 k8 rows of D bytes; V:
+  // the caller's 16-bit rows in boxes of 64 tokens x 64 channels (FP16PV,
+  // through a 4-D map that zero-fills rows past a dense sequence; in a
+  // packed call's last tile stores zero them) or D channel rows of 64 bytes
+  // of v8 (FP8PV).  The cp.async copies cost the FP16PV
+  // kernel 4-7 % (bench/NOTES.md l2h); 128 bulk row copies per tile lost
+  // 11-46 % (bulk); these three copies per tile gained (tma).
+  static_assert(!TMA || ((D == 64 || D == 128) && STAGES >= 2 && !SPLIT),
+                "TMA tiles: D = 64 or 128, two or three stages, no split V");
+  constexpr int TMA_KROW = D == 64 ? 64 : 128; // a TMA K row's bytes (its swizzle)
   // CHUNKED: the fp32 mode's exps, packing, row sums and P.V in k-chunk
   // order (16 keys; an FP8 arm of 32 keys is written but no default
   // compiles or tests it): chunk kc's P.V issued in source order
@@ -306,6 +392,30 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
   u8 *sQ = smem;
   u8 *sK0 = smem + S::Q_BYTES;
   u8 *sV0 = sK0 + STAGES * S::K_BYTES;
+  // TMA: the stages from the first 1024-byte boundary after the padded Q
+  // tile (the swizzle follows the address bits), then the mbarriers and the
+  // stages' K scales; within the bytes the runtime sizes for the padded
+  // stages (attn_smem) and past the epilogue's O staging.
+  constexpr int TK_BYTES = BLK_K * D, TV_BYTES = F8 ? D * BLK_K : BLK_K * 2 * D;
+  constexpr int KST = TMA ? TK_BYTES : S::K_BYTES, VST = TMA ? TV_BYTES : S::V_BYTES;
+  static_assert(!TMA || S::Q_BYTES + 1023 + STAGES * (TK_BYTES + TV_BYTES) + 32 + 16 * STAGES <=
+                            S::Q_BYTES + STAGES * (S::K_BYTES + S::V_BYTES),
+                "TMA: the swizzled stages fit the padded layout's bytes");
+  static_assert(!TMA || S::Q_BYTES + STAGES * (TK_BYTES + TV_BYTES) >= BLK_Q * (2 * D + 16),
+                "TMA: the epilogue's O staging stays below the mbarriers");
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  static_assert(!TMA, "TMA tiles need sm_90 or later");
+#endif
+  u32 tbar0 = 0;         // TMA: the stages' mbarriers (8 bytes each)
+  u8 *sKs0 = nullptr;    // TMA and KS_SMEM: the stages' K scales (16 bytes each)
+  if constexpr (TMA) {
+    const u32 base = smem_addr(smem);
+    const u32 k0 = (base + S::Q_BYTES + 1023u) & ~1023u;
+    sK0 = smem + (k0 - base);
+    sV0 = sK0 + STAGES * TK_BYTES;
+    tbar0 = smem_addr(sV0 + STAGES * TV_BYTES);
+    sKs0 = sV0 + STAGES * TV_BYTES + 32;
+  }
 
   // Causal: the heaviest Q blocks first (blocks run in launch order, so
   // the short diagonal ones fill the tail), one head after another or
@@ -389,13 +499,35 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
   src.ks = (u32)(bhk * G.n_kblk * 16);
   KvLoader<FAM, D, NTHREADS, SPLIT, LEAN, KS_SMEM> ld;
   ld.init(src);
-  if (n_tiles > 0) {
-    ld.load(sK0, sV0);
-    cp_async_commit();
-  }
-  if (STAGES >= 3 && n_tiles > 1) {
-    ld.load(sK0 + S::K_BYTES, sV0 + S::V_BYTES);
-    cp_async_commit();
+  TmaCoord tc = {};
+  if constexpr (TMA)
+    tc = tma_coord(F8, D, G, sk, b, hk);
+  if constexpr (TMA) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (threadIdx.x == 0) {
+      tma_prefetch_map(tm);
+      tma_prefetch_map(tm + 1);
+#pragma unroll
+      for (int ts = 0; ts < STAGES; ts++)
+        mbar_init(tbar0 + 8 * ts, 1);
+      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#pragma unroll
+      for (int jt = 0; jt < STAGES - 1; jt++)
+        if (jt < n_tiles)
+          mma_tma_tile<F8, D, STAGES, KS_SMEM>(tm, tc, tbar0, sK0, sV0, sKs0,
+                                               src.ks_base + src.ks, jt);
+    }
+#endif
+  } else {
+    if (n_tiles > 0) {
+      ld.load(sK0, sV0);
+      cp_async_commit();
+    }
+    if (STAGES >= 3 && n_tiles > 1) {
+      ld.load(sK0 + S::K_BYTES, sV0 + S::V_BYTES);
+      cp_async_commit();
+    }
   }
   float q_scale;
   if (q_fused) {
@@ -470,9 +602,32 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
     k_scale_next = k_scale_at(0);
   for (int j = 0; j < n_tiles; j++) {
     const int st = STAGES > 1 ? j % STAGES : 0;
-    u8 *sK = sK0 + st * S::K_BYTES;
-    u8 *sV = sV0 + st * S::V_BYTES;
-    if (STAGES >= 3) {
+    u8 *sK = sK0 + st * KST;
+    u8 *sV = sV0 + st * VST;
+    if constexpr (TMA) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+      // the barrier proves every warp done with tile j - 1, whose stage
+      // takes tile j + STAGES - 1
+      if (j > 0)
+        __syncthreads();
+      if (threadIdx.x == 0 && j + STAGES - 1 < n_tiles)
+        mma_tma_tile<F8, D, STAGES, KS_SMEM>(tm, tc, tbar0, sK0, sV0, sKs0,
+                                             src.ks_base + src.ks, j + STAGES - 1);
+      mbar_wait(tbar0 + 8 * st, (j / STAGES) & 1);
+      if (!F8 && G.cu_kv && len_kv - j * BLK_K < BLK_K) {
+        // A packed call's map runs on into the next sequence, whose V rows
+        // (finite or not) must not meet P = 0: zero them, as the cp.async
+        // form does (the dense map's zero fill does it there).
+        const int rows = len_kv - j * BLK_K;
+        for (int i = threadIdx.x; i < (BLK_K - rows) * (D / 8); i += NTHREADS) {
+          const int r = rows + i / (D / 8), c = i % (D / 8); // (row, 16-byte chunk)
+          *(uint4 *)(sV + (c >> 3) * (BLK_K * 128) + r * 128 + (c & 7) * 16) =
+              make_uint4(0u, 0u, 0u, 0u);
+        }
+        __syncthreads();
+      }
+#endif
+    } else if (STAGES >= 3) {
       // Three buffers, one barrier per tile: the barrier that publishes
       // tile j also proves every warp is done with tile j - 1, whose
       // buffer then takes tile j + 2.
@@ -505,7 +660,7 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
 
     float k_scale;
     if (KS_SMEM) {
-      k_scale = ((const float *)(sK + D))[t];
+      k_scale = ((const float *)(TMA ? sKs0 + 16 * st : sK + D))[t];
     } else if (LEAN) {
       k_scale = k_scale_next;
       if (j + 1 < n_tiles)
@@ -546,7 +701,10 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
         u32 b0, b1, b2, b3;
         const int key = koff + np * 16 + (mi >> 1) * 8 + lr;
         const int col = kk * 32 + (mi & 1) * 16;
-        ldmatrix_x4(b0, b1, b2, b3, sK + key * S::K_PITCH + col);
+        // (TMA: key % 8 = lr)
+        ldmatrix_x4(b0, b1, b2, b3,
+                    TMA ? sK + key * D + (swz_chunk<TMA_KROW>(col >> 4, lr) << 4)
+                        : sK + key * S::K_PITCH + col);
 #pragma unroll
         for (int mt = 0; mt < MT; mt++) {
           if (kk == 0) {
@@ -706,11 +864,18 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
       if (F8) {
         const int ch = np * 16 + (mi >> 1) * 8 + lr;
         const int col = koff + kc * 32 + (mi & 1) * 16;
-        ldmatrix_x4(b0, b1, b2, b3, vb + ch * S::V_PITCH + col);
+        // (TMA: 64-byte channel rows; ch % 8 = lr)
+        ldmatrix_x4(b0, b1, b2, b3,
+                    TMA ? vb + ch * BLK_K + (swz_chunk<BLK_K>(col >> 4, lr) << 4)
+                        : vb + ch * S::V_PITCH + col);
       } else {
         const int tok = koff + kc * 16 + (mi & 1) * 8 + lr;
         const int ch = np * 16 + (mi >> 1) * 8;
-        ldmatrix_x4_trans(b0, b1, b2, b3, vb + tok * S::V_PITCH + ch * 2);
+        // (TMA: boxes of 64 channels in 128-byte rows; tok % 8 = lr)
+        ldmatrix_x4_trans(b0, b1, b2, b3,
+                          TMA ? vb + (ch >> 6) * (BLK_K * 128) + tok * 128 +
+                                    (swz_chunk<128>((ch & 63) >> 3, lr) << 4)
+                              : vb + tok * S::V_PITCH + ch * 2);
       }
     };
     auto pack_chunk = [&](const int mt, const int kc) {
@@ -1014,10 +1179,15 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
 // 56 / 64 bytes of spills) measured +10 to +16 % (forty-third session,
 // bench/NOTES.md).  Every other instance gets 0, no minimum, which leaves
 // its cubin as it was (an explicit 1 changes ptxas's allocation).
-template <int FAM, int DT, int D, bool CAUSAL, int ACC, int WARP_Q, int STAGES, int KSUB>
+// The kernel takes sj_attn_args, or with TMA tiles sj_wgmma_args (the two
+// tensor maps tk and tv in front of it; runtime/attention.c mma_tma_maps).
+template <int FAM, int DT, int D, bool CAUSAL, int ACC, int WARP_Q, int STAGES, int KSUB,
+          bool TMA = false>
 __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32,
                                   ACC == ACC_PVI8_SPLITV && D == 32 ? 3 : 0)
-    attn_mma(const __grid_constant__ sj_attn_args a) {
+    attn_mma(const __grid_constant__ typename MmaArgs<TMA>::type p) {
+  const sj_attn_args &a = p.a;
+  const sj_tmap *tm = MmaArgs<TMA>::maps(p);
   u32x4 qraw[WARP_Q / 8][D / 32];
   if constexpr (ACC == ACC_PVI8_SPLITV) {
     static_assert(FAM == FP8PV, "pvi8+splitv is an FP8PV mode");
@@ -1033,13 +1203,12 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32,
     pdl_wait(); // kv_finalize's choice, and everything the quantizer wrote
     const int hk = cc.h / (G.heads_q / G.heads_kv);
     if (((const u8 *)a.v_mode)[(i64)cc.b * G.heads_kv + hk])
-      attn_mma_body<FAM, DT, D, CAUSAL, ACC_PVI8, WARP_Q, STAGES, KSUB, true>(a, qraw);
+      attn_mma_body<FAM, DT, D, CAUSAL, ACC_PVI8, WARP_Q, STAGES, KSUB, true, TMA>(a, qraw, tm);
     else
-      attn_mma_body<FAM, DT, D, CAUSAL, ACC_FP32_FP32_SPLITV, WARP_Q, STAGES, KSUB, true>(a,
-                                                                                         qraw);
+      attn_mma_body<FAM, DT, D, CAUSAL, ACC_FP32_FP32_SPLITV, WARP_Q, STAGES, KSUB, true,
+                    false>(a, qraw, tm);
   } else {
-    attn_mma_body<FAM, DT, D, CAUSAL, ACC, WARP_Q, STAGES, KSUB, false>(a, qraw);
+    attn_mma_body<FAM, DT, D, CAUSAL, ACC, WARP_Q, STAGES, KSUB, false, TMA>(a, qraw, tm);
   }
 }
-
 } // namespace sj

@@ -87,47 +87,8 @@ template <int D, int BN, int STAGES, bool SPLIT, int BQ, bool V16> struct WgSmem
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
-// --------------------------------------------------- mbarrier, TMA, wgmma
-__device__ __forceinline__ void mbar_init(u32 bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
-}
-__device__ __forceinline__ void mbar_expect_tx(u32 bar, u32 bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
-               "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(u32 bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(u32 bar, int parity) {
-  u32 done;
-  do {
-    asm volatile("{\n.reg .pred p;\n"
-                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                 "selp.u32 %0, 1, 0, p;\n}\n"
-                 : "=r"(done)
-                 : "r"(bar), "r"(parity)
-                 : "memory");
-  } while (!done);
-}
-// 2-D tiled TMA load: box at (c0 = innermost coordinate, c1 = row).
-__device__ __forceinline__ void tma_load_2d(u32 dst, const void *tmap, int c0,
-                                            int c1, u32 bar) {
-  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::"
-               "complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
-               "l"(tmap), "r"(c0), "r"(c1), "r"(bar)
-               : "memory");
-}
-// 1-D bulk copy of `bytes` (a multiple of 16, both addresses 16-aligned).
-__device__ __forceinline__ void bulk_load(u32 dst, const void *src, u32 bytes, u32 bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
-               "[%0], [%1], %2, [%3];\n" ::"r"(dst),
-               "l"(src), "r"(bytes), "r"(bar)
-               : "memory");
-}
-__device__ __forceinline__ void tma_prefetch_map(const void *tmap) {
-  asm volatile("prefetch.tensormap [%0];\n" ::"l"(tmap) : "memory");
-}
+// ----------------------------------------------------------------- wgmma
+// (mbarrier and TMA helpers: sj_common.cuh)
 __device__ __forceinline__ void wg_fence() {
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 }

@@ -359,6 +359,58 @@ __device__ __forceinline__ void cp_async16(void *dst, const void *src,
                    smem_addr(dst)),
                "l"(src), "r"(src_bytes));
 }
+// mbarriers, TMA tensor copies and bulk copies (sm_90+): the wgmma
+// family's pipeline and attn_mma's TMA tiles (sj_attn_mma.cuh).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__device__ __forceinline__ void mbar_init(u32 bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
+}
+__device__ __forceinline__ void mbar_expect_tx(u32 bar, u32 bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
+               "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(u32 bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(u32 bar, int parity) {
+  u32 done;
+  do {
+    asm volatile("{\n.reg .pred p;\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 "selp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done)
+                 : "r"(bar), "r"(parity)
+                 : "memory");
+  } while (!done);
+}
+// 2-D tiled TMA load: box at (c0 = innermost coordinate, c1 = row).
+__device__ __forceinline__ void tma_load_2d(u32 dst, const void *tmap, int c0,
+                                            int c1, u32 bar) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::"
+               "complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+               "l"(tmap), "r"(c0), "r"(c1), "r"(bar)
+               : "memory");
+}
+// 1-D bulk copy of `bytes` (a multiple of 16, both addresses 16-aligned).
+__device__ __forceinline__ void bulk_load(u32 dst, const void *src, u32 bytes, u32 bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
+               "[%0], [%1], %2, [%3];\n" ::"r"(dst),
+               "l"(src), "r"(bytes), "r"(bar)
+               : "memory");
+}
+__device__ __forceinline__ void tma_prefetch_map(const void *tmap) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(tmap) : "memory");
+}
+// 4-D tiled TMA load: box at (c0 innermost, c1, c2, c3).
+__device__ __forceinline__ void tma_load_4d(u32 dst, const void *tmap, int c0, int c1,
+                                            int c2, int c3, u32 bar) {
+  asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::"
+               "complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
+               "l"(tmap), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+               : "memory");
+}
+#endif // __CUDA_ARCH__ >= 900
 // L2 eviction priorities (sm_80+): a policy for the cache_hint forms
 // below, evict_last (keep) or evict_first (demote) where `hint`, else
 // evict_normal, the priority of a plain access.

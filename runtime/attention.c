@@ -238,6 +238,10 @@ static sj_status plan_options(sj_context *ctx, const options *o, sj_dtype dt,
                               sizeof msg);
   if (st != SJ_OK)
     return sj_fail(ctx, st, "%s", msg);
+  /* attn_mma's TMA tiles need the same driver entry point: without it the
+   * cp.async form of the kernel */
+  if (out->tma && ctx->cu && !ctx->cu->TensorMapEncodeTiled)
+    out->tma = out->specs[3].tma = 0;
   return SJ_OK;
 }
 
@@ -745,6 +749,60 @@ static sj_status wgmma_maps_current(sj_context *ctx, const call *c,
   return SJ_OK;
 }
 
+/* The two tensor maps of attn_mma with TMA tiles (sj_plan.tma), in
+ * sj_wgmma_args's tk and tv: the k8 rows in 64-key boxes of D bytes
+ * (swizzled to D: 128 or 64 bytes), and V: FP16PV the caller's 16-bit
+ * tensor as (channel, token, kv head, batch) in boxes of 64 x 64, 128-byte
+ * swizzled, which zero-fill tokens past a dense sequence (a packed call's
+ * map is one sequence of all its tokens: the rows after a sequence's last
+ * are the next one's, finite, times P = 0); FP8PV v8's channel rows (and
+ * split V's residual rows after them) in boxes of 64 bytes by D rows,
+ * 64-byte swizzled.  The strides are multiples of 16 bytes (validate). */
+static sj_status mma_tma_maps(sj_context *ctx, const call *c, const layout *l,
+                              CUdeviceptr ws, sj_wgmma_args *wa) {
+  const uint64_t D = (uint64_t)c->head_dim;
+  const int f8 = c->plan.family == SJ_FAMILY_FP8PV;
+  const sj_geom *g = &l->g;
+  const uint64_t k_rows =
+      c->varlen ? (uint64_t)g->rows_kv * (uint64_t)c->heads_kv
+                : (uint64_t)c->batch * (uint64_t)c->heads_kv * (uint64_t)g->seq_kv_pad;
+  CUresult r = ctx->cu->CtxPushCurrent(ctx->cuctx);
+  if (r != CUDA_SUCCESS) {
+    char err[256];
+    return sj_fail(ctx, SJ_ERR_CUDA, "cuCtxPushCurrent: %s",
+                   sj_cuda_error_text(r, err, sizeof err));
+  }
+  sj_status st = encode_map(ctx, &wa->tk, ws + l->k8, D, k_rows, D, (unsigned)D,
+                            BLK_K, TMAP_L2_256B, "k8");
+  if (st == SJ_OK && f8) {
+    const uint64_t pitch = c->varlen ? (uint64_t)g->cols_kv : (uint64_t)g->seq_kv_pad;
+    uint64_t rows = (uint64_t)c->heads_kv * D * (c->varlen ? 1 : (uint64_t)c->batch);
+    if (c->plan.accum == SJ_ACCUM_FP32_FP32_SPLITV ||
+        c->plan.accum == SJ_ACCUM_PVI8_SPLITV)
+      rows *= 2; /* the residual rows follow */
+    st = encode_map(ctx, &wa->tv, ws + l->v8, pitch, rows, pitch, BLK_K,
+                    (unsigned)D, TMAP_L2_256B, "v8");
+  } else if (st == SJ_OK) {
+    const uint64_t dims[4] = {D, (uint64_t)(c->varlen ? c->total_kv : c->seq_kv),
+                              (uint64_t)c->heads_kv, (uint64_t)(c->varlen ? 1 : c->batch)};
+    const uint64_t strides[3] = {(uint64_t)c->v_sn * 2, (uint64_t)c->v_sh * 2,
+                                 c->varlen ? (uint64_t)c->v_sn * 2 : (uint64_t)c->v_sb * 2};
+    const unsigned box[4] = {64, 64, 1, 1}, elem[4] = {1, 1, 1, 1};
+    r = ctx->cu->TensorMapEncodeTiled(&wa->tv, 1 /* UINT16 */, 4,
+                                      (void *)(uintptr_t)c->v, dims, strides, box,
+                                      elem, TMAP_INTERLEAVE_NONE, TMAP_SWIZZLE_128B,
+                                      TMAP_L2_256B, TMAP_OOB_ZERO);
+    if (r != CUDA_SUCCESS) {
+      char err[256];
+      st = sj_fail(ctx, SJ_ERR_CUDA, "cuTensorMapEncodeTiled (v, 4-D): %s",
+                   sj_cuda_error_text(r, err, sizeof err));
+    }
+  }
+  CUcontext dummy;
+  ctx->cu->CtxPopCurrent(&dummy);
+  return st;
+}
+
 /* Causal launch order of the attention kernels (sj::cta_coord in
  * sj_geom.cuh): the heaviest Q blocks start first, one head after
  * another, or with SJ_F_HEADS_FIRST every head's (of a batch) last block,
@@ -1054,8 +1112,18 @@ static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
     } else {
       unsigned grid[2];
       aa.flags |= attn_grid(ctx, c, (unsigned)l.g.n_qblk, grid);
-      st = sj_launch(ctx, fn[3], grid[0], grid[1], (unsigned)c->batch, &sh,
-                     stream, &aa, "attn_mma", chained);
+      if (pl->tma) {
+        sj_wgmma_args wa;
+        memset(&wa, 0, sizeof wa);
+        wa.a = aa;
+        st = mma_tma_maps(ctx, c, &l, ws, &wa);
+        if (st == SJ_OK)
+          st = sj_launch(ctx, fn[3], grid[0], grid[1], (unsigned)c->batch, &sh,
+                         stream, &wa, "attn_mma", chained);
+      } else {
+        st = sj_launch(ctx, fn[3], grid[0], grid[1], (unsigned)c->batch, &sh,
+                       stream, &aa, "attn_mma", chained);
+      }
     }
   }
   if (own_ws)

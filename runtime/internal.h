@@ -193,6 +193,8 @@ typedef struct sj_spec {
   int ksub;
   int wg_consumers; /* wgmma: consumer warpgroups per CTA (64 rows each; 0:
                        one, without a producer warpgroup) */
+  int tma;          /* attn_mma: K/V tiles by TMA (the kernel takes
+                       sj_wgmma_args); see sj_plan.tma */
 } sj_spec;
 
 /* 64-row consumer warpgroups of a wgmma CTA (wg_consumers 0, "solo", is
@@ -237,6 +239,8 @@ typedef struct sj_plan {
   int wg_consumers; /* wgmma: 64-row consumer warpgroups per CTA (1 or 2), or
                        0: one warpgroup and no producer (solo) */
   int k_sample;     /* K's mean from every k_sample-th key (1 or 4) */
+  int tma;          /* attn_mma: K/V tiles by TMA tensor copies (sm_90 and
+                       the shapes where it won; runtime/spec.c mma_tma) */
   sj_spec specs[4]; /* stats, finalize, quant, attention */
   int n_specs;
 } sj_plan;

@@ -104,10 +104,12 @@ int sj_spec_name(const sj_spec *s, char *buf, size_t size) {
       break;
     }
     /* (the granularity is the kernel argument sj_attn_args.quant) */
-    n = snprintf(buf, size, "sj::attn_mma<%s,%s,%d,%s,%s,%d,%d,%d>",
+    /* (TMA tiles: a ninth argument, true; the others keep its default) */
+    n = snprintf(buf, size, "sj::attn_mma<%s,%s,%d,%s,%s,%d,%d,%d%s>",
                  family_name(s->family), dtype_name(s->dtype), s->head_dim,
                  s->causal ? "true" : "false",
-                 accum_name(s->accum), s->warp_q, s->stages, s->ksub);
+                 accum_name(s->accum), s->warp_q, s->stages, s->ksub,
+                 s->tma ? ",true" : "");
     break;
   case SJ_KERNEL_REFERENCE:
     n = snprintf(buf, size, "sj::reference_attn<%s,%d>", dtype_name(s->dtype),
@@ -189,6 +191,54 @@ int sj_spec_options(const sj_spec *s, const sj_target *t, char opts[][64],
   snprintf(opts[n++], 64, "--gpu-architecture=%s", t->name);
   snprintf(opts[n++], 64, "-std=c++17");
   return n;
+}
+
+/* attn_mma's K/V tiles by TMA tensor copies (TMA in sj_attn_mma.cuh): three
+ * copies per tile that thread 0 issues, where cp.async had every thread
+ * issue 12 (D = 128).  The template has the form for D = 64 and 128 with
+ * two or more stages and without split V, on sm_90 and later; it is on where
+ * it was measured to win, on sm_90 (H100, forty-seventh session, attention
+ * against the cp.async form in the same call, 1K / 4K / 16K; bench/NOTES.md
+ * tma), 32-row warps, D = 128 in three stages and D = 64 in two:
+ *   FP16PV fp32       D = 128 +10-12 %, causal +3 / +5 / +7 %
+ *                     (not D = 64: -2 to +2.6 %)
+ *   FP16PV fp16+fp32  D = 128 +17-18 %, causal +9-10 %; D = 64 +11 / +16 /
+ *                     +16 %, causal +10 / +16 / +18 %
+ *   FP8PV fp32+fp32   D = 128 +7-8 %, causal +8 / +10 / +10 %; D = 64
+ *                     causal +10 / +12 / +10 % (not non-causal: +-0.6 %)
+ *   FP8PV fp32+fp16   D = 128 +6-8 %, causal +3 / +4 / +7 % (not D = 64)
+ *   FP8PV pvi8        D = 128 +4 / +4 / +6 % (not causal, not D = 64)
+ *   FP8PV pvi8+splitv D = 128 +9-14 % (its pvi8 body; not causal: -5 to
+ *                     -8 %, 352 bytes of spills; not D = 64)
+ *   FP8PV fp32        never (-2 to -8 %)
+ * SAGEJIT_TUNE "tma=0" / "tma=1" forces it off / on wherever the template
+ * has it (A/B runs; in the name expression, hence in the cache key).
+ * Blackwell has TMA too but was not measured: off there. */
+static int mma_tma(const sj_target *t, sj_family fam, sj_pv_accum acc, int d,
+                   int causal, int stages, int warp_q) {
+  if (t->sm < 90 || (d != 64 && d != 128) || stages < 2 ||
+      acc == SJ_ACCUM_FP32_FP32_SPLITV)
+    return 0;
+  const int forced = sj_tune_int("tma=", 0, 1, -1);
+  if (forced >= 0)
+    return forced;
+  if (t->sm >= 100 || warp_q != 32 || stages != (d == 128 ? 3 : 2))
+    return 0;
+  switch (acc) {
+  case SJ_ACCUM_FP32: /* FP16PV's default; FP8PV's never */
+    return fam == SJ_FAMILY_FP16PV && d == 128;
+  case SJ_ACCUM_FP16_FP32:
+    return 1;
+  case SJ_ACCUM_FP32_FP32:
+    return d == 128 || causal;
+  case SJ_ACCUM_FP32_FP16:
+    return d == 128;
+  case SJ_ACCUM_PVI8:
+  case SJ_ACCUM_PVI8_SPLITV:
+    return d == 128 && !causal;
+  default:
+    return 0;
+  }
 }
 
 /* Development knob: SAGEJIT_TUNE="warp_q=32,ksub=32" overrides the rows per
@@ -391,6 +441,7 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
   if (want && attn_smem(fam, head_dim, want, split) <= t->smem_optin)
     stages = want;
   out->stages = stages;
+  out->tma = mma_tma(t, fam, acc, head_dim, out->causal, stages, out->warp_q);
   }
   if (fam != SJ_FAMILY_WGMMA &&
       attn_smem(fam, head_dim, out->stages, split) > t->smem_optin) {
@@ -409,6 +460,7 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
   base.stages = out->stages;
   base.ksub = out->ksub;
   base.wg_consumers = out->wg_consumers;
+  base.tma = out->tma;
   base.causal = out->causal;
   sj_spec *sp = out->specs;
   /* stats + finalize: K mean and V scale (independent of accum) */
@@ -421,6 +473,7 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
   sp[0].stages = 0;
   sp[0].ksub = 0;
   sp[0].wg_consumers = 0;
+  sp[0].tma = 0;
   sp[1] = sp[0];
   sp[1].kind = SJ_KERNEL_FINALIZE;
   sp[1].dtype = 0;

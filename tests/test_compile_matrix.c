@@ -12,7 +12,10 @@
  * compiled by test_spills, which also reads ptxas's report of
  * each, so it is not compiled twice.  (test_compile covers the default
  * matrix of every target through sj_warm, sm_90a's short and solo kernels
- * included.)  Slow (minutes of NVRTC on two cores), so it carries its own
+ * included.)  test_tma_kernels_compile compiles attn_mma's TMA form on
+ * sm_90a wherever the template has it, which no default matrix above
+ * reaches (sm_90 only; runtime/spec.c mma_tma).  Slow (minutes of NVRTC on
+ * two cores), so it carries its own
  * ctest label and the sanitizer passes leave it out.
  */
 #include <setjmp.h>
@@ -41,12 +44,20 @@ static int count_attn(void *user, const sj_cache_entry *e) {
   return 0;
 }
 
-static void test_full_matrix_per_family(void **state) {
-  (void)state;
-  if (sj_nvrtc_version(NULL, NULL) != SJ_OK)
-    skip();
-  char dir[512];
-  assert_int_equal(tu_mkdtemp("matrix", dir, sizeof dir), 0);
+/* attn_mma kernels with TMA tiles: the ninth template argument */
+static int count_tma(void *user, const sj_cache_entry *e) {
+  attn_count *c = user;
+  const size_t n = strlen(e->kernel);
+  if (!strcmp(e->target, c->target) &&
+      !strncmp(e->kernel, c->prefix, strlen(c->prefix)) && n > 6 &&
+      !strcmp(e->kernel + n - 6, ",true>"))
+    c->n++;
+  return 0;
+}
+
+/* A compile-only context (sm_90a default target) on a fresh cache in dir. */
+static sj_context *compile_ctx(const char *tag, char *dir, size_t size) {
+  assert_int_equal(tu_mkdtemp(tag, dir, size), 0);
   sj_config cfg;
   sj_config_init(&cfg);
   cfg.device = SJ_DEVICE_NONE;
@@ -54,6 +65,15 @@ static void test_full_matrix_per_family(void **state) {
   cfg.cache_dir = dir;
   sj_context *ctx = NULL;
   assert_int_equal(sj_context_create(&ctx, &cfg), SJ_OK);
+  return ctx;
+}
+
+static void test_full_matrix_per_family(void **state) {
+  (void)state;
+  if (sj_nvrtc_version(NULL, NULL) != SJ_OK)
+    skip();
+  char dir[512];
+  sj_context *ctx = compile_ctx("matrix", dir, sizeof dir);
 
   static const int dims[] = {32, 64, 96, 128, 256};
   static const int causal[] = {0, 1};
@@ -128,9 +148,75 @@ static void test_full_matrix_per_family(void **state) {
   tu_rmrf(dir);
 }
 
+/* attn_mma's TMA form (runtime/spec.c mma_tma) on sm_90a: every kernel the
+ * template has it for (SAGEJIT_TUNE=tma=1: both families, D = 64 and 128,
+ * every mode but split V, both dtypes, causal both ways; 56 attention
+ * kernels, pvi8+splitv's pvi8 body with TMA next to split V's without)
+ * compiles, and the default plans' TMA kernels (13 per dtype, the table in
+ * spec.c) are among them: a warm without the knob finds them cached. */
+static void test_tma_kernels_compile(void **state) {
+  (void)state;
+  if (sj_nvrtc_version(NULL, NULL) != SJ_OK)
+    skip();
+  char dir[512];
+  sj_context *ctx = compile_ctx("tma", dir, sizeof dir);
+  static const int dims[] = {64, 128}, causal[] = {0, 1};
+  static const sj_dtype dtypes[] = {SJ_DTYPE_FP16, SJ_DTYPE_BF16};
+  static const sj_quant_gran quants[] = {SJ_QUANT_PER_THREAD};
+  static const sj_family fams[] = {SJ_FAMILY_FP16PV, SJ_FAMILY_FP8PV};
+  static const sj_pv_accum accums[] = {SJ_ACCUM_FP32,      SJ_ACCUM_FP16_FP32,
+                                       SJ_ACCUM_FP32_FP16, SJ_ACCUM_FP32_FP32,
+                                       SJ_ACCUM_PVI8,      SJ_ACCUM_PVI8_SPLITV};
+  const char *target = "sm_90a";
+  sj_warm_request req;
+  memset(&req, 0, sizeof req);
+  req.targets = &target;
+  req.n_targets = 1;
+  req.head_dims = dims;
+  req.n_head_dims = 2;
+  req.causal = causal;
+  req.n_causal = 2;
+  req.dtypes = dtypes;
+  req.n_dtypes = 2;
+  req.families = fams;
+  req.n_families = 2;
+  req.quant = quants;
+  req.n_quant = 1;
+  req.accum = accums;
+  req.n_accum = 6;
+  req.jobs = 2;
+  setenv("SAGEJIT_TUNE", "tma=1", 1);
+  sj_warm_result r;
+  sj_status st = sj_warm(ctx, &req, &r);
+  unsetenv("SAGEJIT_TUNE");
+  if (st != SJ_OK)
+    fail_msg("warm: %s", sj_context_last_error(ctx));
+  print_message("TMA forms: %lld kernels compiled in %.0f s\n", (long long)r.compiled,
+                r.seconds);
+  assert_int_equal(r.failed, 0);
+  attn_count all = {target, "sj::attn_mma<", 0};
+  assert_int_equal(sj_cache_list(ctx, count_tma, &all), SJ_OK);
+  assert_int_equal(all.n, 2 * 2 * 2 * (2 + 5));
+  /* The default plans: 13 TMA kernels per dtype, all cached now, and the
+   * 15 per dtype without TMA compiled (2 x 2 x 2 x 7 = 56 in all). */
+  sj_warm_result r0;
+  assert_int_equal(sj_warm(ctx, &req, &r0), SJ_OK);
+  assert_int_equal(r0.failed, 0);
+  attn_count tma = {target, "sj::attn_mma<", 0};
+  assert_int_equal(sj_cache_list(ctx, count_tma, &tma), SJ_OK);
+  assert_int_equal(tma.n, 56);
+  attn_count any = {target, "sj::attn_mma<", 0};
+  assert_int_equal(sj_cache_list(ctx, count_attn, &any), SJ_OK);
+  assert_int_equal(any.n, 56 + 2 * 15);
+  assert_int_equal(r0.compiled, 2 * 15);
+  sj_context_destroy(ctx);
+  tu_rmrf(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_full_matrix_per_family),
+      cmocka_unit_test(test_tma_kernels_compile),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

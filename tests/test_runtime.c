@@ -536,6 +536,110 @@ static void test_plan_rejects(void **state) {
 /* SJ_F_L2_KEEP_V: kv_stats keeps V in the L2 for quant_qkv when its 16-bit
  * bytes take at most 3/4 of it.  The H100 / H200 L2 (50 MiB) against the
  * table's shapes (B = 4, H = 32): D = 128 at 1K is 32 MiB, at 2K 64 MiB. */
+/* attn_mma's TMA tiles (runtime/spec.c mma_tma): on sm_90 where the A/B
+ * won, nowhere else, and SAGEJIT_TUNE forces them for A/B runs; the spec's
+ * name carries the ninth template argument only when they are on (every
+ * other name, hence cache key layout, is as before). */
+static void test_plan_tma(void **state) {
+  (void)state;
+  sj_target t80, t89, t90, t100, t120;
+  sj_target_parse("sm_80", &t80);
+  sj_target_parse("sm_89", &t89);
+  sj_target_parse("sm_90a", &t90);
+  sj_target_parse("sm_100a", &t100);
+  sj_target_parse("sm_120a", &t120);
+  unsetenv("SAGEJIT_TUNE");
+  static const struct {
+    sj_family fam;
+    sj_pv_accum acc;
+    int d, causal, tma;
+  } want[] = {
+      {SJ_FAMILY_FP16PV, SJ_ACCUM_FP32, 128, 0, 1},
+      {SJ_FAMILY_FP16PV, SJ_ACCUM_FP32, 128, 1, 1},
+      {SJ_FAMILY_FP16PV, SJ_ACCUM_FP32, 64, 0, 0},
+      {SJ_FAMILY_FP16PV, SJ_ACCUM_FP16_FP32, 64, 1, 1},
+      {SJ_FAMILY_FP16PV, SJ_ACCUM_FP16_FP32, 128, 0, 1},
+      {SJ_FAMILY_FP16PV, SJ_ACCUM_FP32, 96, 0, 0},
+      {SJ_FAMILY_FP16PV, SJ_ACCUM_FP32, 256, 0, 0},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32, 128, 0, 0},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP32, 128, 1, 1},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP32, 64, 1, 1},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP32, 64, 0, 0},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP16, 128, 1, 1},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP16, 64, 0, 0},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8, 128, 0, 1},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8, 128, 1, 0},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8_SPLITV, 128, 0, 1},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8_SPLITV, 128, 1, 0},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP32_SPLITV, 128, 0, 0},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8_SPLITV, 64, 0, 0},
+      {SJ_FAMILY_WGMMA, SJ_ACCUM_PVI8_SPLITV, 128, 0, 0},
+  };
+  char msg[256], name[160];
+  sj_plan p;
+  for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+    assert_int_equal(sj_plan_make(&t90, want[i].fam, SJ_DTYPE_FP16, want[i].d,
+                                  want[i].causal, 0, want[i].acc, -1, -1, &p, msg,
+                                  sizeof msg),
+                     SJ_OK);
+    if (p.tma != want[i].tma)
+      fail_msg("case %zu: tma %d, want %d", i, p.tma, want[i].tma);
+    assert_int_equal(p.specs[3].tma, p.tma);
+    for (int k = 0; k < 3; k++)
+      assert_int_equal(p.specs[k].tma, 0);
+    assert_int_equal(sj_spec_name(&p.specs[3], name, sizeof name), 0);
+    const char *tail = strrchr(name, ',');
+    assert_non_null(tail);
+    if (want[i].fam != SJ_FAMILY_WGMMA)
+      assert_int_equal(!strcmp(tail, ",true>"), want[i].tma);
+    /* the same shared memory either way (the swizzled stages fit the
+     * padded ones' bytes) */
+    sj_plan q = p;
+    q.specs[3].tma = 0;
+    assert_int_equal(sj_spec_shape(&p.specs[3]).smem_bytes,
+                     sj_spec_shape(&q.specs[3]).smem_bytes);
+  }
+  /* no other target takes it by default */
+  const sj_target *others[] = {&t80, &t89, &t100, &t120};
+  for (size_t i = 0; i < 4; i++) {
+    sj_family fam = others[i]->sm >= 89 ? SJ_FAMILY_FP8PV : SJ_FAMILY_FP16PV;
+    sj_pv_accum acc = fam == SJ_FAMILY_FP8PV ? SJ_ACCUM_FP32_FP32 : SJ_ACCUM_FP32;
+    assert_int_equal(sj_plan_make(others[i], fam, SJ_DTYPE_FP16, 128, 0, 0, acc, -1, -1,
+                                  &p, msg, sizeof msg),
+                     SJ_OK);
+    assert_int_equal(p.tma, 0);
+  }
+  /* forced: on wherever the template has the form (sm_90+, D = 64 or 128,
+   * no split V), off on request, never below sm_90 */
+  setenv("SAGEJIT_TUNE", "tma=1", 1);
+  assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_FP8PV, SJ_DTYPE_FP16, 64, 0, 0,
+                                SJ_ACCUM_PVI8, -1, -1, &p, msg, sizeof msg),
+                   SJ_OK);
+  assert_int_equal(p.tma, 1);
+  assert_int_equal(sj_plan_make(&t100, SJ_FAMILY_FP8PV, SJ_DTYPE_FP16, 128, 0, 0,
+                                SJ_ACCUM_FP32_FP16, -1, -1, &p, msg, sizeof msg),
+                   SJ_OK);
+  assert_int_equal(p.tma, 1);
+  assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_FP8PV, SJ_DTYPE_FP16, 128, 0, 0,
+                                SJ_ACCUM_FP32_FP32_SPLITV, -1, -1, &p, msg, sizeof msg),
+                   SJ_OK);
+  assert_int_equal(p.tma, 0);
+  assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_FP16PV, SJ_DTYPE_FP16, 96, 0, 0,
+                                SJ_ACCUM_FP32, -1, -1, &p, msg, sizeof msg),
+                   SJ_OK);
+  assert_int_equal(p.tma, 0);
+  assert_int_equal(sj_plan_make(&t89, SJ_FAMILY_FP8PV, SJ_DTYPE_FP16, 128, 0, 0,
+                                SJ_ACCUM_FP32_FP32, -1, -1, &p, msg, sizeof msg),
+                   SJ_OK);
+  assert_int_equal(p.tma, 0);
+  setenv("SAGEJIT_TUNE", "tma=0", 1);
+  assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_FP16PV, SJ_DTYPE_FP16, 128, 0, 0,
+                                SJ_ACCUM_FP32, -1, -1, &p, msg, sizeof msg),
+                   SJ_OK);
+  assert_int_equal(p.tma, 0);
+  unsetenv("SAGEJIT_TUNE");
+}
+
 static void test_l2_keeps_v(void **state) {
   (void)state;
   const int64_t l2 = (int64_t)50 << 20;
@@ -1059,6 +1163,7 @@ int main(void) {
       cmocka_unit_test(test_plan_defaults),
       cmocka_unit_test(test_plan_rejects),
       cmocka_unit_test(test_spec_names_unique),
+      cmocka_unit_test(test_plan_tma),
       cmocka_unit_test(test_l2_keeps_v),
       cmocka_unit_test(test_context_create_errors),
       cmocka_unit_test(test_context_resolve),
