@@ -421,8 +421,28 @@ CUresult cuTensorMapEncodeTiled(CUtensorMap *m, CUtensorMapDataType t, cuuint32_
                                 const cuuint32_t *estrides, CUtensorMapInterleave il,
                                 CUtensorMapSwizzle sw, CUtensorMapL2promotion l2,
                                 CUtensorMapFloatOOBfill oob) {
-  (void)t, (void)rank, (void)addr, (void)dims, (void)strides, (void)box;
-  (void)estrides, (void)il, (void)sw, (void)l2, (void)oob;
+  (void)l2, (void)oob;
+  /* The driver's documented limits (cuda.h, cuTensorMapEncodeTiled), so
+   * that a map the runtime builds in a CPU test is one a real driver takes:
+   * rank 1-5, a 16-byte aligned address, dimensions in [1, 2^32], strides
+   * multiples of 16 below 2^40, boxes of 1-256 elements whose inner size is
+   * a multiple of 16 bytes and, swizzled, at most the swizzle's span,
+   * element strides 1-8. */
+  static const unsigned esize[] = {1, 2, 4, 4, 8, 8, 2, 4, 8, 2, 4, 4, 4};
+  if (!m || rank < 1 || rank > 5 || (unsigned)t >= sizeof esize / sizeof *esize ||
+      ((uintptr_t)addr & 15) || il != CU_TENSOR_MAP_INTERLEAVE_NONE)
+    return CUDA_ERROR_INVALID_VALUE;
+  for (cuuint32_t i = 0; i < rank; i++) {
+    if (dims[i] < 1 || dims[i] > (1ull << 32) || box[i] < 1 || box[i] > 256 ||
+        estrides[i] < 1 || estrides[i] > 8)
+      return CUDA_ERROR_INVALID_VALUE;
+    if (i + 1 < rank && (strides[i] % 16 || strides[i] >= (1ull << 40)))
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+  const unsigned inner = box[0] * esize[t];
+  static const unsigned span[] = {0, 32, 64, 128};
+  if (inner % 16 || (unsigned)sw > 3 || (sw && inner > span[sw]))
+    return CUDA_ERROR_INVALID_VALUE;
   memset(m, 0, sizeof *m);
   return CUDA_SUCCESS;
 }
