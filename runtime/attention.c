@@ -755,9 +755,10 @@ static sj_status wgmma_maps_current(sj_context *ctx, const call *c,
  * tensor as (channel, token, kv head, batch) in boxes of 64 x 64, 128-byte
  * swizzled, which zero-fill tokens past a dense sequence (a packed call's
  * map is one sequence of all its tokens: the rows after a sequence's last
- * are the next one's, finite, times P = 0); FP8PV v8's channel rows (and
- * split V's residual rows after them) in boxes of 64 bytes by D rows,
- * 64-byte swizzled.  The strides are multiples of 16 bytes (validate). */
+ * are the next one's, which the kernel zeroes in its last tile); FP8PV
+ * v8's channel rows (and split V's residual rows after them) in boxes of
+ * 64 bytes by D rows, 64-byte swizzled.  The strides are multiples of 16
+ * bytes (validate). */
 static sj_status mma_tma_maps(sj_context *ctx, const call *c, const layout *l,
                               CUdeviceptr ws, sj_wgmma_args *wa) {
   const uint64_t D = (uint64_t)c->head_dim;
