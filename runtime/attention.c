@@ -656,6 +656,7 @@ sj_status sj_attention_varlen_workspace_size(sj_context *ctx,
 /* cuTensorMapEncodeTiled enum values (cuda.h) used here. */
 enum {
   TMAP_UINT8 = 0,
+  TMAP_UINT16 = 1,
   TMAP_INTERLEAVE_NONE = 0,
   TMAP_SWIZZLE_64B = 2,
   TMAP_SWIZZLE_128B = 3,
@@ -664,13 +665,31 @@ enum {
   TMAP_OOB_ZERO = 0
 };
 
-static sj_status wgmma_maps_current(sj_context *ctx, const call *c,
-                                    const layout *l, CUdeviceptr ws,
-                                    sj_wgmma_args *wa);
+/* One tensor map of `rank` dimensions (innermost first; strides in bytes
+ * for dimensions 1 and up), elements of type `type`, read in whole boxes
+ * with element strides of 1 and the swizzle of box[0]'s bytes (64 or 128);
+ * out-of-range box parts read as zeros. */
+static sj_status encode_tiled(sj_context *ctx, sj_tmap *m, int type, unsigned esize,
+                              unsigned rank, const void *base, const uint64_t *dims,
+                              const uint64_t *strides, const unsigned *box, int l2,
+                              const char *what) {
+  static const unsigned elem[5] = {1, 1, 1, 1, 1};
+  CUresult r = ctx->cu->TensorMapEncodeTiled(
+      m, type, rank, (void *)base, dims, strides, box, elem, TMAP_INTERLEAVE_NONE,
+      box[0] * esize == 128 ? TMAP_SWIZZLE_128B : TMAP_SWIZZLE_64B, l2, TMAP_OOB_ZERO);
+  if (r != CUDA_SUCCESS) {
+    char err[256];
+    return sj_fail(ctx, SJ_ERR_CUDA,
+                   "cuTensorMapEncodeTiled (%s: %llu x %llu, box %u x %u): %s",
+                   what, (unsigned long long)dims[0], (unsigned long long)dims[1],
+                   box[0], box[1], sj_cuda_error_text(r, err, sizeof err));
+  }
+  return SJ_OK;
+}
 
 /* One 2-D byte tensor map: `rows` rows of `width` bytes, `pitch` apart,
  * read in boxes of box_w bytes by box_h rows, swizzled to box_w (64 or
- * 128); out-of-range box parts read as zeros. */
+ * 128). */
 static sj_status encode_map(sj_context *ctx, sj_tmap *m, CUdeviceptr base,
                             uint64_t width, uint64_t rows, uint64_t pitch,
                             unsigned box_w, unsigned box_h, int l2,
@@ -680,40 +699,47 @@ static sj_status encode_map(sj_context *ctx, sj_tmap *m, CUdeviceptr base,
                    "the %s buffer of this call has more rows than a TMA "
                    "coordinate reaches (2^31)", what);
   const uint64_t dims[2] = {width, rows};
-  const uint64_t strides[1] = {pitch};
   const unsigned box[2] = {box_w, box_h};
-  const unsigned elem[2] = {1, 1};
-  CUresult r = ctx->cu->TensorMapEncodeTiled(
-      m, TMAP_UINT8, 2, (void *)(uintptr_t)base, dims, strides, box, elem,
-      TMAP_INTERLEAVE_NONE, box_w == 128 ? TMAP_SWIZZLE_128B : TMAP_SWIZZLE_64B,
-      l2, TMAP_OOB_ZERO);
-  if (r != CUDA_SUCCESS) {
-    char err[256];
-    return sj_fail(ctx, SJ_ERR_CUDA,
-                   "cuTensorMapEncodeTiled (%s: %llu x %llu, box %u x %u): %s",
-                   what, (unsigned long long)width, (unsigned long long)rows,
-                   box_w, box_h, sj_cuda_error_text(r, err, sizeof err));
-  }
-  return SJ_OK;
+  return encode_tiled(ctx, m, TMAP_UINT8, 1, 2, (const void *)(uintptr_t)base, dims,
+                      &pitch, box, l2, what);
 }
 
-/* The three TMA descriptors of the wgmma kernel (sj_abi.h).  The driver
- * checks the addresses against the current context: a caller's thread need
- * not have ours current, so it is pushed around the encoding. */
-static sj_status wgmma_maps(sj_context *ctx, const call *c, const layout *l,
-                            CUdeviceptr ws, sj_wgmma_args *wa) {
+/* k8's rows (every (batch or sequence, kv head)'s padded keys), and v8's
+ * channel rows and their pitch in bytes (split V: the residual rows after
+ * them): the buffers quant_qkv writes, as both attention families read
+ * them by TMA. */
+static uint64_t k8_rows(const call *c, const sj_geom *g) {
+  return c->varlen ? (uint64_t)g->rows_kv * (uint64_t)c->heads_kv
+                   : (uint64_t)c->batch * (uint64_t)c->heads_kv * (uint64_t)g->seq_kv_pad;
+}
+static void v8_rows(const call *c, const sj_geom *g, uint64_t *rows, uint64_t *pitch) {
+  const uint64_t D = (uint64_t)c->head_dim;
+  *pitch = c->varlen ? (uint64_t)g->cols_kv : (uint64_t)g->seq_kv_pad;
+  *rows = (uint64_t)c->heads_kv * D * (c->varlen ? 1 : (uint64_t)c->batch);
+  if (sj_v_bytes(sj_v_mode(c->plan.accum)) == 2 && c->plan.accum != SJ_ACCUM_PV16)
+    *rows *= 2; /* split V: the residual rows follow */
+}
+
+/* Encodes an attention kernel's maps with `fn`.  The driver checks the
+ * addresses against the current context: a caller's thread need not have
+ * ours current, so it is pushed around the encoding. */
+typedef sj_status (*maps_fn)(sj_context *ctx, const call *c, const layout *l,
+                             CUdeviceptr ws, sj_wgmma_args *wa);
+static sj_status encode_maps(sj_context *ctx, const call *c, const layout *l,
+                             CUdeviceptr ws, sj_wgmma_args *wa, maps_fn fn) {
   CUresult r = ctx->cu->CtxPushCurrent(ctx->cuctx);
   if (r != CUDA_SUCCESS) {
     char err[256];
     return sj_fail(ctx, SJ_ERR_CUDA, "cuCtxPushCurrent: %s",
                    sj_cuda_error_text(r, err, sizeof err));
   }
-  sj_status st = wgmma_maps_current(ctx, c, l, ws, wa);
+  sj_status st = fn(ctx, c, l, ws, wa);
   CUcontext dummy;
   ctx->cu->CtxPopCurrent(&dummy);
   return st;
 }
 
+/* The three TMA descriptors of the wgmma kernel (sj_abi.h). */
 static sj_status wgmma_maps_current(sj_context *ctx, const call *c,
                                     const layout *l, CUdeviceptr ws,
                                     sj_wgmma_args *wa) {
@@ -721,25 +747,16 @@ static sj_status wgmma_maps_current(sj_context *ctx, const call *c,
   const uint64_t D = (uint64_t)c->head_dim;
   const unsigned ch = D < 128 ? (unsigned)D : 128, bn = (unsigned)pl->ksub;
   const sj_geom *g = &l->g;
-  uint64_t q_rows, k_rows, v_rows, v_pitch;
-  if (c->varlen) {
-    q_rows = (uint64_t)g->rows_q * (uint64_t)c->heads_q;
-    k_rows = (uint64_t)g->rows_kv * (uint64_t)c->heads_kv;
-    v_pitch = (uint64_t)g->cols_kv;
-    v_rows = (uint64_t)c->heads_kv * D;
-  } else {
-    q_rows = (uint64_t)c->batch * (uint64_t)c->heads_q * (uint64_t)g->seq_q_pad;
-    k_rows = (uint64_t)c->batch * (uint64_t)c->heads_kv * (uint64_t)g->seq_kv_pad;
-    v_pitch = (uint64_t)g->seq_kv_pad;
-    v_rows = (uint64_t)c->batch * (uint64_t)c->heads_kv * D;
-  }
+  const uint64_t q_rows =
+      c->varlen ? (uint64_t)g->rows_q * (uint64_t)c->heads_q
+                : (uint64_t)c->batch * (uint64_t)c->heads_q * (uint64_t)g->seq_q_pad;
+  uint64_t v_rows, v_pitch;
+  v8_rows(c, g, &v_rows, &v_pitch);
   SJ_FORWARD(encode_map(ctx, &wa->tq, ws + l->q8, D, q_rows, D, ch,
                         64u * (unsigned)sj_wg_groups(pl->wg_consumers),
                         TMAP_L2_128B, "q8"));
-  SJ_FORWARD(encode_map(ctx, &wa->tk, ws + l->k8, D, k_rows, D, ch, bn,
+  SJ_FORWARD(encode_map(ctx, &wa->tk, ws + l->k8, D, k8_rows(c, g), D, ch, bn,
                         TMAP_L2_256B, "k8"));
-  if (sj_v_bytes(sj_v_mode(pl->accum)) == 2 && pl->accum != SJ_ACCUM_PV16)
-    v_rows *= 2; /* split V: the residual rows follow */
   if (pl->accum == SJ_ACCUM_PV16) /* 16-bit rows, read as 64-key boxes */
     SJ_FORWARD(encode_map(ctx, &wa->tv, ws + l->v8, 2 * v_pitch, v_rows,
                           2 * v_pitch, 128, (unsigned)D, TMAP_L2_256B, "v16"));
@@ -762,46 +779,22 @@ static sj_status wgmma_maps_current(sj_context *ctx, const call *c,
 static sj_status mma_tma_maps(sj_context *ctx, const call *c, const layout *l,
                               CUdeviceptr ws, sj_wgmma_args *wa) {
   const uint64_t D = (uint64_t)c->head_dim;
-  const int f8 = c->plan.family == SJ_FAMILY_FP8PV;
   const sj_geom *g = &l->g;
-  const uint64_t k_rows =
-      c->varlen ? (uint64_t)g->rows_kv * (uint64_t)c->heads_kv
-                : (uint64_t)c->batch * (uint64_t)c->heads_kv * (uint64_t)g->seq_kv_pad;
-  CUresult r = ctx->cu->CtxPushCurrent(ctx->cuctx);
-  if (r != CUDA_SUCCESS) {
-    char err[256];
-    return sj_fail(ctx, SJ_ERR_CUDA, "cuCtxPushCurrent: %s",
-                   sj_cuda_error_text(r, err, sizeof err));
+  SJ_FORWARD(encode_map(ctx, &wa->tk, ws + l->k8, D, k8_rows(c, g), D, (unsigned)D,
+                        BLK_K, TMAP_L2_256B, "k8"));
+  if (c->plan.family == SJ_FAMILY_FP8PV) {
+    uint64_t rows, pitch;
+    v8_rows(c, g, &rows, &pitch);
+    return encode_map(ctx, &wa->tv, ws + l->v8, pitch, rows, pitch, BLK_K,
+                      (unsigned)D, TMAP_L2_256B, "v8");
   }
-  sj_status st = encode_map(ctx, &wa->tk, ws + l->k8, D, k_rows, D, (unsigned)D,
-                            BLK_K, TMAP_L2_256B, "k8");
-  if (st == SJ_OK && f8) {
-    const uint64_t pitch = c->varlen ? (uint64_t)g->cols_kv : (uint64_t)g->seq_kv_pad;
-    uint64_t rows = (uint64_t)c->heads_kv * D * (c->varlen ? 1 : (uint64_t)c->batch);
-    if (c->plan.accum == SJ_ACCUM_FP32_FP32_SPLITV ||
-        c->plan.accum == SJ_ACCUM_PVI8_SPLITV)
-      rows *= 2; /* the residual rows follow */
-    st = encode_map(ctx, &wa->tv, ws + l->v8, pitch, rows, pitch, BLK_K,
-                    (unsigned)D, TMAP_L2_256B, "v8");
-  } else if (st == SJ_OK) {
-    const uint64_t dims[4] = {D, (uint64_t)(c->varlen ? c->total_kv : c->seq_kv),
-                              (uint64_t)c->heads_kv, (uint64_t)(c->varlen ? 1 : c->batch)};
-    const uint64_t strides[3] = {(uint64_t)c->v_sn * 2, (uint64_t)c->v_sh * 2,
-                                 c->varlen ? (uint64_t)c->v_sn * 2 : (uint64_t)c->v_sb * 2};
-    const unsigned box[4] = {64, 64, 1, 1}, elem[4] = {1, 1, 1, 1};
-    r = ctx->cu->TensorMapEncodeTiled(&wa->tv, 1 /* UINT16 */, 4,
-                                      (void *)(uintptr_t)c->v, dims, strides, box,
-                                      elem, TMAP_INTERLEAVE_NONE, TMAP_SWIZZLE_128B,
-                                      TMAP_L2_256B, TMAP_OOB_ZERO);
-    if (r != CUDA_SUCCESS) {
-      char err[256];
-      st = sj_fail(ctx, SJ_ERR_CUDA, "cuTensorMapEncodeTiled (v, 4-D): %s",
-                   sj_cuda_error_text(r, err, sizeof err));
-    }
-  }
-  CUcontext dummy;
-  ctx->cu->CtxPopCurrent(&dummy);
-  return st;
+  const uint64_t dims[4] = {D, (uint64_t)(c->varlen ? c->total_kv : c->seq_kv),
+                            (uint64_t)c->heads_kv, (uint64_t)(c->varlen ? 1 : c->batch)};
+  const uint64_t strides[3] = {(uint64_t)c->v_sn * 2, (uint64_t)c->v_sh * 2,
+                               c->varlen ? (uint64_t)c->v_sn * 2 : (uint64_t)c->v_sb * 2};
+  const unsigned box[4] = {64, 64, 1, 1};
+  return encode_tiled(ctx, &wa->tv, TMAP_UINT16, 2, 4, c->v, dims, strides, box,
+                      TMAP_L2_256B, "v");
 }
 
 /* Causal launch order of the attention kernels (sj::cta_coord in
@@ -1102,7 +1095,7 @@ static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
       sj_wgmma_args wa;
       memset(&wa, 0, sizeof wa);
       wa.a = aa;
-      st = wgmma_maps(ctx, c, &l, ws, &wa);
+      st = encode_maps(ctx, c, &l, ws, &wa, wgmma_maps_current);
       /* 64 query rows per consumer warpgroup */
       const int64_t bq = 64 * (int64_t)sj_wg_groups(pl->wg_consumers);
       unsigned grid[2];
@@ -1117,7 +1110,7 @@ static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
         sj_wgmma_args wa;
         memset(&wa, 0, sizeof wa);
         wa.a = aa;
-        st = mma_tma_maps(ctx, c, &l, ws, &wa);
+        st = encode_maps(ctx, c, &l, ws, &wa, mma_tma_maps);
         if (st == SJ_OK)
           st = sj_launch(ctx, fn[3], grid[0], grid[1], (unsigned)c->batch, &sh,
                          stream, &wa, "attn_mma", chained);

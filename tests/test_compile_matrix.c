@@ -31,26 +31,19 @@
 #include "internal.h"
 #include "testutil.h"
 
+/* Kernels of `target` whose name starts with `prefix` and, if `suffix` is
+ * set, ends with it (",true>": attn_mma's TMA tiles, its ninth argument). */
 typedef struct attn_count {
-  const char *target, *prefix;
+  const char *target, *prefix, *suffix;
   int64_t n;
 } attn_count;
 
 static int count_attn(void *user, const sj_cache_entry *e) {
   attn_count *c = user;
+  const size_t n = strlen(e->kernel), ns = c->suffix ? strlen(c->suffix) : 0;
   if (!strcmp(e->target, c->target) &&
-      !strncmp(e->kernel, c->prefix, strlen(c->prefix)))
-    c->n++;
-  return 0;
-}
-
-/* attn_mma kernels with TMA tiles: the ninth template argument */
-static int count_tma(void *user, const sj_cache_entry *e) {
-  attn_count *c = user;
-  const size_t n = strlen(e->kernel);
-  if (!strcmp(e->target, c->target) &&
-      !strncmp(e->kernel, c->prefix, strlen(c->prefix)) && n > 6 &&
-      !strcmp(e->kernel + n - 6, ",true>"))
+      !strncmp(e->kernel, c->prefix, strlen(c->prefix)) &&
+      (!c->suffix || (n >= ns && !strcmp(e->kernel + n - ns, c->suffix))))
     c->n++;
   return 0;
 }
@@ -135,7 +128,7 @@ static void test_full_matrix_per_family(void **state) {
     assert_int_equal(r1.total, r.total);
     assert_int_equal(r1.cached, r.total);
     assert_int_equal(r1.compiled, 0);
-    attn_count c = {cases[i].target, cases[i].prefix, 0};
+    attn_count c = {cases[i].target, cases[i].prefix, NULL, 0};
     assert_int_equal(sj_cache_list(ctx, count_attn, &c), SJ_OK);
     assert_int_equal(c.n, cases[i].want);
   }
@@ -194,18 +187,18 @@ static void test_tma_kernels_compile(void **state) {
   print_message("TMA forms: %lld kernels compiled in %.0f s\n", (long long)r.compiled,
                 r.seconds);
   assert_int_equal(r.failed, 0);
-  attn_count all = {target, "sj::attn_mma<", 0};
-  assert_int_equal(sj_cache_list(ctx, count_tma, &all), SJ_OK);
+  attn_count all = {target, "sj::attn_mma<", ",true>", 0};
+  assert_int_equal(sj_cache_list(ctx, count_attn, &all), SJ_OK);
   assert_int_equal(all.n, 2 * 2 * 2 * (2 + 5));
   /* The default plans: 13 TMA kernels per dtype, all cached now, and the
    * 15 per dtype without TMA compiled (2 x 2 x 2 x 7 = 56 in all). */
   sj_warm_result r0;
   assert_int_equal(sj_warm(ctx, &req, &r0), SJ_OK);
   assert_int_equal(r0.failed, 0);
-  attn_count tma = {target, "sj::attn_mma<", 0};
-  assert_int_equal(sj_cache_list(ctx, count_tma, &tma), SJ_OK);
+  attn_count tma = {target, "sj::attn_mma<", ",true>", 0};
+  assert_int_equal(sj_cache_list(ctx, count_attn, &tma), SJ_OK);
   assert_int_equal(tma.n, 56);
-  attn_count any = {target, "sj::attn_mma<", 0};
+  attn_count any = {target, "sj::attn_mma<", NULL, 0};
   assert_int_equal(sj_cache_list(ctx, count_attn, &any), SJ_OK);
   assert_int_equal(any.n, 56 + 2 * 15);
   assert_int_equal(r0.compiled, 2 * 15);
