@@ -74,9 +74,17 @@ struct KvSrc {
 //              non-causal D = 32 / 64 (-2.5 to -5.5 %), D = 128 (-1 %),
 //              D = 256 (-0.7 to -1.6 %), nor the other causal D (-1 to +0.5 %)
 //   fp16+fp32  D = 64 (+0-3 %, causal +5-6 %); not D = 128 (-1.6 to +1.3 %)
-__host__ __device__ constexpr bool mma_ks_smem(int fam, int acc, int d, bool causal) {
+//   with TMA tiles (attn_mma's TMA: one 16-byte bulk copy on the tile's
+//   mbarrier), D = 128, both modes (forty-eighth session, H100, attention
+//   1K / 4K / 16K): fp32 +1.7 / +0.2 / +1.0 %, causal +3.3 / +3.6 / +2.0 %;
+//   fp16+fp32 -0.3 / +1.4 / +0.4 %, causal +2.2 / +4.3 / +4.8 %.  FP8PV's
+//   TMA shapes keep their cp.async choice: with TMA fp32+fp32 causal lost
+//   4-5 %, pvi8+splitv 6-7 %, fp32+fp16 and fp32+fp32 non-causal +-1 %.
+__host__ __device__ constexpr bool mma_ks_smem(int fam, int acc, int d, bool causal,
+                                               bool tma) {
   if (fam == FP16PV)
-    return acc == ACC_FP32 ? (causal ? d == 64 : d == 96) : acc == ACC_FP16_FP32 && d == 64;
+    return (tma && d == 128) ||
+           (acc == ACC_FP32 ? (causal ? d == 64 : d == 96) : acc == ACC_FP16_FP32 && d == 64);
   return acc == ACC_FP32       ? d == 64 || d == 128 || (causal && (d == 32 || d == 256))
          : acc == ACC_FP32_FP16 ? causal || d == 96 || d == 256
          : acc == ACC_FP32_FP32 ? d <= 64
@@ -335,7 +343,7 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
   // register allocation's more than the load's, so it is chosen per
   // shape from the A/B (attention, 4K / 16K; bench/NOTES.md m13): see
   // mma_ks_smem.
-  constexpr bool KS_SMEM = !SPLIT && mma_ks_smem(FAM, ACC, D, CAUSAL);
+  constexpr bool KS_SMEM = !SPLIT && mma_ks_smem(FAM, ACC, D, CAUSAL, TMA);
   // TMA (a template argument, runtime/spec.c mma_tma): the K and V tiles by
   // tensor copies that thread 0 issues, completing on the stage's mbarrier,
   // into unpadded stages with the hardware swizzle (chunk c of a row at
