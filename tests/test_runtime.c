@@ -533,9 +533,6 @@ static void test_plan_rejects(void **state) {
                    SJ_ERR_UNSUPPORTED);
 }
 
-/* SJ_F_L2_KEEP_V: kv_stats keeps V in the L2 for quant_qkv when its 16-bit
- * bytes take at most 3/4 of it.  The H100 / H200 L2 (50 MiB) against the
- * table's shapes (B = 4, H = 32): D = 128 at 1K is 32 MiB, at 2K 64 MiB. */
 /* attn_mma's TMA tiles (runtime/spec.c mma_tma): on sm_90 where the A/B
  * won, nowhere else, and SAGEJIT_TUNE forces them for A/B runs; the spec's
  * name carries the ninth template argument only when they are on (every
@@ -611,35 +608,35 @@ static void test_plan_tma(void **state) {
   }
   /* forced: on wherever the template has the form (sm_90+, D = 64 or 128,
    * no split V), off on request, never below sm_90 */
-  setenv("SAGEJIT_TUNE", "tma=1", 1);
-  assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_FP8PV, SJ_DTYPE_FP16, 64, 0, 0,
-                                SJ_ACCUM_PVI8, -1, -1, &p, msg, sizeof msg),
-                   SJ_OK);
-  assert_int_equal(p.tma, 1);
-  assert_int_equal(sj_plan_make(&t100, SJ_FAMILY_FP8PV, SJ_DTYPE_FP16, 128, 0, 0,
-                                SJ_ACCUM_FP32_FP16, -1, -1, &p, msg, sizeof msg),
-                   SJ_OK);
-  assert_int_equal(p.tma, 1);
-  assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_FP8PV, SJ_DTYPE_FP16, 128, 0, 0,
-                                SJ_ACCUM_FP32_FP32_SPLITV, -1, -1, &p, msg, sizeof msg),
-                   SJ_OK);
-  assert_int_equal(p.tma, 0);
-  assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_FP16PV, SJ_DTYPE_FP16, 96, 0, 0,
-                                SJ_ACCUM_FP32, -1, -1, &p, msg, sizeof msg),
-                   SJ_OK);
-  assert_int_equal(p.tma, 0);
-  assert_int_equal(sj_plan_make(&t89, SJ_FAMILY_FP8PV, SJ_DTYPE_FP16, 128, 0, 0,
-                                SJ_ACCUM_FP32_FP32, -1, -1, &p, msg, sizeof msg),
-                   SJ_OK);
-  assert_int_equal(p.tma, 0);
-  setenv("SAGEJIT_TUNE", "tma=0", 1);
-  assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_FP16PV, SJ_DTYPE_FP16, 128, 0, 0,
-                                SJ_ACCUM_FP32, -1, -1, &p, msg, sizeof msg),
-                   SJ_OK);
-  assert_int_equal(p.tma, 0);
+  const struct {
+    const char *tune;
+    const sj_target *t;
+    sj_family fam;
+    sj_pv_accum acc;
+    int d, tma;
+  } forced[] = {
+      {"tma=1", &t90, SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8, 64, 1},
+      {"tma=1", &t100, SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP16, 128, 1},
+      {"tma=1", &t90, SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP32_SPLITV, 128, 0},
+      {"tma=1", &t90, SJ_FAMILY_FP16PV, SJ_ACCUM_FP32, 96, 0},
+      {"tma=1", &t89, SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP32, 128, 0},
+      {"tma=0", &t90, SJ_FAMILY_FP16PV, SJ_ACCUM_FP32, 128, 0},
+  };
+  for (size_t i = 0; i < sizeof forced / sizeof *forced; i++) {
+    setenv("SAGEJIT_TUNE", forced[i].tune, 1);
+    assert_int_equal(sj_plan_make(forced[i].t, forced[i].fam, SJ_DTYPE_FP16, forced[i].d, 0,
+                                  0, forced[i].acc, -1, -1, &p, msg, sizeof msg),
+                     SJ_OK);
+    if (p.tma != forced[i].tma)
+      fail_msg("forced case %zu (%s): tma %d, want %d", i, forced[i].tune, p.tma,
+               forced[i].tma);
+  }
   unsetenv("SAGEJIT_TUNE");
 }
 
+/* SJ_F_L2_KEEP_V: kv_stats keeps V in the L2 for quant_qkv when its 16-bit
+ * bytes take at most 3/4 of it.  The H100 / H200 L2 (50 MiB) against the
+ * table's shapes (B = 4, H = 32): D = 128 at 1K is 32 MiB, at 2K 64 MiB. */
 static void test_l2_keeps_v(void **state) {
   (void)state;
   const int64_t l2 = (int64_t)50 << 20;
