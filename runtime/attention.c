@@ -1106,18 +1106,18 @@ static sj_status run_call(sj_context *ctx, const call *c, CUstream stream,
     } else {
       unsigned grid[2];
       aa.flags |= attn_grid(ctx, c, (unsigned)l.g.n_qblk, grid);
+      /* TMA tiles: the kernel takes its two maps in front of the block */
+      sj_wgmma_args wa;
+      void *args = &aa;
       if (pl->tma) {
-        sj_wgmma_args wa;
         memset(&wa, 0, sizeof wa);
         wa.a = aa;
         st = encode_maps(ctx, c, &l, ws, &wa, mma_tma_maps);
-        if (st == SJ_OK)
-          st = sj_launch(ctx, fn[3], grid[0], grid[1], (unsigned)c->batch, &sh,
-                         stream, &wa, "attn_mma", chained);
-      } else {
-        st = sj_launch(ctx, fn[3], grid[0], grid[1], (unsigned)c->batch, &sh,
-                       stream, &aa, "attn_mma", chained);
+        args = &wa;
       }
+      if (st == SJ_OK)
+        st = sj_launch(ctx, fn[3], grid[0], grid[1], (unsigned)c->batch, &sh,
+                       stream, args, "attn_mma", chained);
     }
   }
   if (own_ws)
