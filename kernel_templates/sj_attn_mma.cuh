@@ -508,9 +508,8 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
   KvLoader<FAM, D, NTHREADS, SPLIT, LEAN, KS_SMEM> ld;
   ld.init(src);
   TmaCoord tc = {};
-  if constexpr (TMA)
-    tc = tma_coord(F8, D, G, sk, b, hk);
   if constexpr (TMA) {
+    tc = tma_coord(F8, D, G, sk, b, hk);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if (threadIdx.x == 0) {
       tma_prefetch_map(tm);
