@@ -357,7 +357,7 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
   // kernel 4-7 % (bench/NOTES.md l2h); 128 bulk row copies per tile lost
   // 11-46 % (bulk); these three copies per tile gained (tma).
   static_assert(!TMA || ((D == 64 || D == 128) && STAGES >= 2 && !SPLIT),
-                "TMA tiles: D = 64 or 128, two or three stages, no split V");
+                "TMA tiles: D = 64 or 128, two or more stages, no split V");
   constexpr int TMA_KROW = D == 64 ? 64 : 128; // a TMA K row's bytes (its swizzle)
   // CHUNKED: the fp32 mode's exps, packing, row sums and P.V in k-chunk
   // order (16 keys; an FP8 arm of 32 keys is written but no default

@@ -222,7 +222,7 @@ static int mma_tma(const sj_target *t, sj_family fam, sj_pv_accum acc, int d,
   const int forced = sj_tune_int("tma=", 0, 1, -1);
   if (forced >= 0)
     return forced;
-  if (t->sm >= 100 || warp_q != 32 || stages != (d == 128 ? 3 : 2))
+  if (t->sm >= 100 || warp_q != 32 || (d == 128 ? stages < 3 : stages != 2))
     return 0;
   switch (acc) {
   case SJ_ACCUM_FP32: /* FP16PV's default; FP8PV's never */
@@ -437,11 +437,17 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
                    ? 3
                    : (attn_smem(fam, head_dim, 2, split) <= t->smem_optin ? 2
                                                                           : 1);
-  const int want = sj_tune_int("stages=", 2, 3, 0);
+  /* (four: TMA tiles only, A/B runs; the cp.async loop keeps two tiles
+   * in flight whatever the stage count) */
+  const int want = sj_tune_int("stages=", 2, 4, 0);
   if (want && attn_smem(fam, head_dim, want, split) <= t->smem_optin)
     stages = want;
   out->stages = stages;
   out->tma = mma_tma(t, fam, acc, head_dim, out->causal, stages, out->warp_q);
+  if (stages > 3 && !out->tma) {
+    out->stages = 3;
+    out->tma = mma_tma(t, fam, acc, head_dim, out->causal, 3, out->warp_q);
+  }
   }
   if (fam != SJ_FAMILY_WGMMA &&
       attn_smem(fam, head_dim, out->stages, split) > t->smem_optin) {

@@ -631,6 +631,27 @@ static void test_plan_tma(void **state) {
       fail_msg("forced case %zu (%s): tma %d, want %d", i, forced[i].tune, p.tma,
                forced[i].tma);
   }
+  /* four stages (an A/B knob): only with TMA tiles, else back to three */
+  const struct {
+    const sj_target *t;
+    sj_pv_accum acc;
+    int stages, tma;
+  } four[] = {
+      {&t90, SJ_ACCUM_FP32_FP16, 4, 1},
+      {&t90, SJ_ACCUM_PVI8, 4, 1},
+      {&t90, SJ_ACCUM_FP32, 3, 0},      /* FP8PV fp32: no TMA */
+      {&t89, SJ_ACCUM_FP32_FP32, 3, 0}, /* no TMA below sm_90 */
+  };
+  setenv("SAGEJIT_TUNE", "stages=4", 1);
+  for (size_t i = 0; i < sizeof four / sizeof *four; i++) {
+    assert_int_equal(sj_plan_make(four[i].t, SJ_FAMILY_FP8PV, SJ_DTYPE_FP16, 128, 0, 0,
+                                  four[i].acc, -1, -1, &p, msg, sizeof msg),
+                     SJ_OK);
+    if (p.stages != four[i].stages || p.tma != four[i].tma)
+      fail_msg("stages=4 case %zu: stages %d tma %d, want %d and %d", i, p.stages, p.tma,
+               four[i].stages, four[i].tma);
+    assert_int_equal(p.specs[3].stages, p.stages);
+  }
   unsetenv("SAGEJIT_TUNE");
 }
 
