@@ -200,6 +200,17 @@ template <int ROW> __device__ __forceinline__ int swz_chunk(int c, int r8) {
   return ROW == 128 ? c ^ r8 : c ^ ((r8 >> 1) & 3);
 }
 
+// The K fragment address of a TMA K tile: key row `key` (key % 8 = r8),
+// byte column `col`; rows of D bytes, or at D = 256 two boxes of 64 rows
+// of KROW = 128 bytes, one after the other.
+template <int D, int KROW>
+__device__ __forceinline__ u8 *tma_k_row(u8 *sK, int key, int col, int r8) {
+  if constexpr (D > KROW)
+    return sK + col / KROW * (BLK_K * KROW) + key * KROW + (swz_chunk<KROW>(col % KROW >> 4, r8) << 4);
+  else
+    return sK + key * D + (swz_chunk<KROW>(col >> 4, r8) << 4);
+}
+
 // attn_mma's kernel argument: sj_attn_args, or with TMA tiles the block
 // that puts its two tensor maps (tk, tv) in front of it (sj_abi.h).
 // (Both have the attention arguments as `a`; sj_attn_args' bytes alone
@@ -245,11 +256,14 @@ __device__ __forceinline__ void mma_tma_tile(const sj_tmap *tm, const TmaCoord &
                                              int jt) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   constexpr int TK_BYTES = BLK_K * D, TV_BYTES = F8 ? D * BLK_K : BLK_K * 2 * D;
+  constexpr int KROW = D < 128 ? D : 128; // a K box's row bytes (D = 256: two boxes)
   const int ts = jt % STAGES;
   const u32 bar = bar0 + 8 * ts;
   const u32 dk = smem_addr(sK0 + ts * TK_BYTES), dv = smem_addr(sV0 + ts * TV_BYTES);
   mbar_expect_tx(bar, TK_BYTES + TV_BYTES + (KS_SMEM ? 16 : 0));
-  tma_load_2d(dk, tm, 0, tc.k_row + jt * BLK_K, bar);
+#pragma unroll
+  for (int c = 0; c < D / KROW; c++)
+    tma_load_2d(dk + c * (BLK_K * KROW), tm, c * KROW, tc.k_row + jt * BLK_K, bar);
   if (F8) {
     tma_load_2d(dv, tm + 1, tc.v0 + jt * BLK_K, tc.v1, bar);
   } else {
@@ -349,16 +363,19 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
   // into unpadded stages with the hardware swizzle (chunk c of a row at
   // c ^ (row % 8) in 128-byte rows, c ^ (row / 2 % 4) in 64-byte rows) that
   // every K and V ldmatrix address below undoes; the K scales (KS_SMEM) by
-  // a 16-byte bulk copy on the same barrier.  K: 64 k8 rows of D bytes; V:
+  // a 16-byte bulk copy on the same barrier.  K: 64 k8 rows of D bytes (at
+  // D = 256 in two boxes of 128-byte rows); V:
   // the caller's 16-bit rows in boxes of 64 tokens x 64 channels (FP16PV,
   // through a 4-D map that zero-fills rows past a dense sequence; in a
   // packed call's last tile stores zero them) or D channel rows of 64 bytes
   // of v8 (FP8PV).  The cp.async copies cost the FP16PV
   // kernel 4-7 % (bench/NOTES.md l2h); 128 bulk row copies per tile lost
   // 11-46 % (bulk); these three copies per tile gained (tma).
-  static_assert(!TMA || ((D == 64 || D == 128) && STAGES >= 2 && !SPLIT),
-                "TMA tiles: D = 64 or 128, two or more stages, no split V");
-  constexpr int TMA_KROW = D == 64 ? 64 : 128; // a TMA K row's bytes (its swizzle)
+  static_assert(!TMA || ((D == 64 || D == 128 || D == 256) && STAGES >= 2 && !SPLIT),
+                "TMA tiles: D = 64, 128 or 256, two or more stages, no split V");
+  // a TMA K box's row bytes (its swizzle); at D = 256 a K tile is two
+  // boxes of 64 rows x 128 bytes, one after the other
+  constexpr int TMA_KROW = D == 64 ? 64 : 128;
   // CHUNKED: the fp32 mode's exps, packing, row sums and P.V in k-chunk
   // order (16 keys; an FP8 arm of 32 keys is written but no default
   // compiles or tests it): chunk kc's P.V issued in source order
@@ -710,7 +727,7 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
         const int col = kk * 32 + (mi & 1) * 16;
         // (TMA: key % 8 = lr)
         ldmatrix_x4(b0, b1, b2, b3,
-                    TMA ? sK + key * D + (swz_chunk<TMA_KROW>(col >> 4, lr) << 4)
+                    TMA ? tma_k_row<D, TMA_KROW>(sK, key, col, lr)
                         : sK + key * S::K_PITCH + col);
 #pragma unroll
         for (int mt = 0; mt < MT; mt++) {

@@ -768,7 +768,7 @@ static sj_status wgmma_maps_current(sj_context *ctx, const call *c,
 
 /* The two tensor maps of attn_mma with TMA tiles (sj_plan.tma), in
  * sj_wgmma_args's tk and tv: the k8 rows in 64-key boxes of D bytes
- * (swizzled to D: 128 or 64 bytes), and V: FP16PV the caller's 16-bit
+ * (swizzled to D: 128 or 64 bytes; D = 256 in two boxes of 128), and V: FP16PV the caller's 16-bit
  * tensor as (channel, token, kv head, batch) in boxes of 64 x 64, 128-byte
  * swizzled, which zero-fill tokens past a dense sequence (a packed call's
  * map is one sequence of all its tokens: the rows after a sequence's last
@@ -780,8 +780,8 @@ static sj_status mma_tma_maps(sj_context *ctx, const call *c, const layout *l,
                               CUdeviceptr ws, sj_wgmma_args *wa) {
   const uint64_t D = (uint64_t)c->head_dim;
   const sj_geom *g = &l->g;
-  SJ_FORWARD(encode_map(ctx, &wa->tk, ws + l->k8, D, k8_rows(c, g), D, (unsigned)D,
-                        BLK_K, TMAP_L2_256B, "k8"));
+  SJ_FORWARD(encode_map(ctx, &wa->tk, ws + l->k8, D, k8_rows(c, g), D,
+                        D < 128 ? (unsigned)D : 128u, BLK_K, TMAP_L2_256B, "k8"));
   if (c->plan.family == SJ_FAMILY_FP8PV) {
     uint64_t rows, pitch;
     v8_rows(c, g, &rows, &pitch);

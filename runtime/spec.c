@@ -195,11 +195,12 @@ int sj_spec_options(const sj_spec *s, const sj_target *t, char opts[][64],
 
 /* attn_mma's K/V tiles by TMA tensor copies (TMA in sj_attn_mma.cuh): three
  * copies per tile that thread 0 issues, where cp.async had every thread
- * issue 12 (D = 128).  The template has the form for D = 64 and 128 with
- * two or more stages and without split V, on sm_90 and later; it is on where
- * it was measured to win, on sm_90 (H100, forty-seventh session, attention
- * against the cp.async form in the same call, 1K / 4K / 16K; bench/NOTES.md
- * tma), 32-row warps, D = 128 in three stages and D = 64 in two:
+ * issue 12 (D = 128).  The template has the form for D = 64, 128 and 256
+ * with two or more stages and without split V, on sm_90 and later; it is
+ * on where it was measured to win, on sm_90 (H100, attention against the
+ * cp.async form in the same call, 1K / 4K / 16K; bench/NOTES.md tma,
+ * forty-seventh session, and tma256, forty-ninth).  32-row warps, D = 128
+ * in three stages and D = 64 in two:
  *   FP16PV fp32       D = 128 +10-12 %, causal +3 / +5 / +7 %
  *                     (not D = 64: -2 to +2.6 %)
  *   FP16PV fp16+fp32  D = 128 +17-18 %, causal +9-10 %; D = 64 +11 / +16 /
@@ -211,18 +212,27 @@ int sj_spec_options(const sj_spec *s, const sj_target *t, char opts[][64],
  *   FP8PV pvi8+splitv D = 128 +9-14 % (its pvi8 body; not causal: -5 to
  *                     -8 %, 352 bytes of spills; not D = 64)
  *   FP8PV fp32        never (-2 to -8 %)
+ * D = 256 (16-row warps, two stages, K in two 128-byte boxes per tile):
+ * every mode gained, both ways: FP16PV fp32 +13 / +16 / +17 % (causal +12
+ * / +15 / +16 %), fp16+fp32 +15 / +17 / +18 % (+13 / +15 / +17 %); FP8PV
+ * fp32 +6-9 %, fp32+fp16 +6-10 %, fp32+fp32 +8-13 %, pvi8 +5.5-7 % (causal
+ * +20-24 %), pvi8+splitv +7-8 % (causal +4-5 %).
  * SAGEJIT_TUNE "tma=0" / "tma=1" forces it off / on wherever the template
  * has it (A/B runs; in the name expression, hence in the cache key).
  * Blackwell has TMA too but was not measured: off there. */
 static int mma_tma(const sj_target *t, sj_family fam, sj_pv_accum acc, int d,
                    int causal, int stages, int warp_q) {
-  if (t->sm < 90 || (d != 64 && d != 128) || stages < 2 ||
+  if (t->sm < 90 || (d != 64 && d != 128 && d != 256) || stages < 2 ||
       acc == SJ_ACCUM_FP32_FP32_SPLITV)
     return 0;
   const int forced = sj_tune_int("tma=", 0, 1, -1);
   if (forced >= 0)
     return forced;
-  if (t->sm >= 100 || warp_q != 32 || (d == 128 ? stages < 3 : stages != 2))
+  if (t->sm >= 100)
+    return 0;
+  if (d == 256)
+    return warp_q == 16 && stages == 2;
+  if (warp_q != 32 || (d == 128 ? stages < 3 : stages != 2))
     return 0;
   switch (acc) {
   case SJ_ACCUM_FP32: /* FP16PV's default; FP8PV's never */
