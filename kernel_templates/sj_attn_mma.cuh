@@ -193,12 +193,21 @@ struct KvLoader {
 };
 
 // TMA tiles' swizzle (attn_mma): the 16-byte chunk c of a row of ROW
-// bytes (128 or 64) whose index within its 1024-byte block has r % 8 = r8
-// lands at chunk c ^ r8 (128-byte rows) or c ^ (r8 / 2 % 4) (64-byte rows).
+// bytes (128, 64 or 32) whose index within its 1024-byte block has
+// r % 8 = r8 lands at chunk c ^ r8 (128-byte rows), c ^ (r8 / 2 % 4)
+// (64-byte rows) or c ^ (r8 / 4 % 2) (32-byte rows): the swizzle XORs the
+// address's bits 4-6 (4-5, 4) with its bits 7-9 (7-8, 7).
 template <int ROW> __device__ __forceinline__ int swz_chunk(int c, int r8) {
-  static_assert(ROW == 128 || ROW == 64, "128- or 64-byte swizzle");
-  return ROW == 128 ? c ^ r8 : c ^ ((r8 >> 1) & 3);
+  static_assert(ROW == 128 || ROW == 64 || ROW == 32, "128-, 64- or 32-byte swizzle");
+  return ROW == 128 ? c ^ r8 : ROW == 64 ? c ^ ((r8 >> 1) & 3) : c ^ ((r8 >> 2) & 1);
 }
+// A TMA tile's boxes (attn_mma): K rows of tma_krow(D) bytes, the widest
+// swizzle that divides D (D = 96: three boxes of 32 bytes; D = 256: two of
+// 128), and FP16 V's boxes of tma_vch(D) channels (D = 96: three of 32
+// channels, 64-byte rows; else 64 channels, 128-byte rows).  Every box
+// row is conflict-free for ldmatrix under its swizzle.
+__host__ __device__ constexpr int tma_krow(int d) { return d == 96 ? 32 : (d < 128 ? d : 128); }
+__host__ __device__ constexpr int tma_vch(int d) { return d == 96 ? 32 : 64; }
 
 // The K fragment address of a TMA K tile: key row `key` (key % 8 = r8),
 // byte column `col`; rows of D bytes, or at D = 256 two boxes of 64 rows
@@ -256,7 +265,7 @@ __device__ __forceinline__ void mma_tma_tile(const sj_tmap *tm, const TmaCoord &
                                              int jt) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   constexpr int TK_BYTES = BLK_K * D, TV_BYTES = F8 ? D * BLK_K : BLK_K * 2 * D;
-  constexpr int KROW = D < 128 ? D : 128; // a K box's row bytes (D = 256: two boxes)
+  constexpr int KROW = tma_krow(D), VCH = tma_vch(D);
   const int ts = jt % STAGES;
   const u32 bar = bar0 + 8 * ts;
   const u32 dk = smem_addr(sK0 + ts * TK_BYTES), dv = smem_addr(sV0 + ts * TV_BYTES);
@@ -268,8 +277,9 @@ __device__ __forceinline__ void mma_tma_tile(const sj_tmap *tm, const TmaCoord &
     tma_load_2d(dv, tm + 1, tc.v0 + jt * BLK_K, tc.v1, bar);
   } else {
 #pragma unroll
-    for (int c = 0; c < D / 64; c++)
-      tma_load_4d(dv + c * (BLK_K * 128), tm + 1, c * 64, tc.v1 + jt * BLK_K, tc.hk, tc.b, bar);
+    for (int c = 0; c < D / VCH; c++)
+      tma_load_4d(dv + c * (BLK_K * 2 * VCH), tm + 1, c * VCH, tc.v1 + jt * BLK_K, tc.hk, tc.b,
+                  bar);
   }
   if (KS_SMEM)
     bulk_load(smem_addr(sKs0 + 16 * ts), ks + 16 * jt, 16, bar);
@@ -364,18 +374,19 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
   // c ^ (row % 8) in 128-byte rows, c ^ (row / 2 % 4) in 64-byte rows) that
   // every K and V ldmatrix address below undoes; the K scales (KS_SMEM) by
   // a 16-byte bulk copy on the same barrier.  K: 64 k8 rows of D bytes (at
-  // D = 256 in two boxes of 128-byte rows); V:
+  // D = 96 and 256 in boxes of 32- and 128-byte rows); V:
   // the caller's 16-bit rows in boxes of 64 tokens x 64 channels (FP16PV,
   // through a 4-D map that zero-fills rows past a dense sequence; in a
   // packed call's last tile stores zero them) or D channel rows of 64 bytes
   // of v8 (FP8PV).  The cp.async copies cost the FP16PV
   // kernel 4-7 % (bench/NOTES.md l2h); 128 bulk row copies per tile lost
   // 11-46 % (bulk); these three copies per tile gained (tma).
-  static_assert(!TMA || ((D == 64 || D == 128 || D == 256) && STAGES >= 2 && !SPLIT),
-                "TMA tiles: D = 64, 128 or 256, two or more stages, no split V");
-  // a TMA K box's row bytes (its swizzle); at D = 256 a K tile is two
-  // boxes of 64 rows x 128 bytes, one after the other
-  constexpr int TMA_KROW = D == 64 ? 64 : 128;
+  static_assert(!TMA || ((D == 64 || D == 96 || D == 128 || D == 256) && STAGES >= 2 && !SPLIT),
+                "TMA tiles: D = 64, 96, 128 or 256, two or more stages, no split V");
+  // a TMA K box's row bytes (its swizzle); at D = 96 and 256 a K tile is
+  // three boxes of 64 rows x 32 bytes or two of 64 x 128, one after the
+  // other; FP16 V's boxes of TMA_VCH channels in rows of 2 TMA_VCH bytes
+  constexpr int TMA_KROW = tma_krow(D), TMA_VCH = tma_vch(D), TMA_VROW = 2 * TMA_VCH;
   // CHUNKED: the fp32 mode's exps, packing, row sums and P.V in k-chunk
   // order (16 keys; an FP8 arm of 32 keys is written but no default
   // compiles or tests it): chunk kc's P.V issued in source order
@@ -645,8 +656,9 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
         const int rows = len_kv - j * BLK_K;
         for (int i = threadIdx.x; i < (BLK_K - rows) * (D / 8); i += NTHREADS) {
           const int r = rows + i / (D / 8), c = i % (D / 8); // (row, 16-byte chunk)
-          *(uint4 *)(sV + (c >> 3) * (BLK_K * 128) + r * 128 + (c & 7) * 16) =
-              make_uint4(0u, 0u, 0u, 0u);
+          constexpr int LC = TMA_VCH == 64 ? 3 : 2; // log2 of a box row's chunks
+          *(uint4 *)(sV + (c >> LC) * (BLK_K * TMA_VROW) + r * TMA_VROW +
+                     (c & ((1 << LC) - 1)) * 16) = make_uint4(0u, 0u, 0u, 0u);
         }
         __syncthreads();
       }
@@ -895,10 +907,12 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
       } else {
         const int tok = koff + kc * 16 + (mi & 1) * 8 + lr;
         const int ch = np * 16 + (mi >> 1) * 8;
-        // (TMA: boxes of 64 channels in 128-byte rows; tok % 8 = lr)
+        // (TMA: boxes of TMA_VCH channels in rows of TMA_VROW bytes;
+        // tok % 8 = lr)
         ldmatrix_x4_trans(b0, b1, b2, b3,
-                          TMA ? vb + (ch >> 6) * (BLK_K * 128) + tok * 128 +
-                                    (swz_chunk<128>((ch & 63) >> 3, lr) << 4)
+                          TMA ? vb + (ch >> (TMA_VCH == 64 ? 6 : 5)) * (BLK_K * TMA_VROW) +
+                                    tok * TMA_VROW +
+                                    (swz_chunk<TMA_VROW>((ch & (TMA_VCH - 1)) >> 3, lr) << 4)
                               : vb + tok * S::V_PITCH + ch * 2);
       }
     };

@@ -658,6 +658,7 @@ enum {
   TMAP_UINT8 = 0,
   TMAP_UINT16 = 1,
   TMAP_INTERLEAVE_NONE = 0,
+  TMAP_SWIZZLE_32B = 1,
   TMAP_SWIZZLE_64B = 2,
   TMAP_SWIZZLE_128B = 3,
   TMAP_L2_128B = 2,
@@ -667,7 +668,8 @@ enum {
 
 /* One tensor map of `rank` dimensions (innermost first; strides in bytes
  * for dimensions 1 and up), elements of type `type`, read in whole boxes
- * with element strides of 1 and the swizzle of box[0]'s bytes (64 or 128);
+ * with element strides of 1 and the swizzle of box[0]'s bytes (32, 64 or
+ * 128);
  * out-of-range box parts read as zeros. */
 static sj_status encode_tiled(sj_context *ctx, sj_tmap *m, int type, unsigned esize,
                               unsigned rank, const void *base, const uint64_t *dims,
@@ -676,7 +678,9 @@ static sj_status encode_tiled(sj_context *ctx, sj_tmap *m, int type, unsigned es
   static const unsigned elem[5] = {1, 1, 1, 1, 1};
   CUresult r = ctx->cu->TensorMapEncodeTiled(
       m, type, rank, (void *)base, dims, strides, box, elem, TMAP_INTERLEAVE_NONE,
-      box[0] * esize == 128 ? TMAP_SWIZZLE_128B : TMAP_SWIZZLE_64B, l2, TMAP_OOB_ZERO);
+      box[0] * esize == 128 ? TMAP_SWIZZLE_128B
+                            : (box[0] * esize == 64 ? TMAP_SWIZZLE_64B : TMAP_SWIZZLE_32B),
+      l2, TMAP_OOB_ZERO);
   if (r != CUDA_SUCCESS) {
     char err[256];
     return sj_fail(ctx, SJ_ERR_CUDA,
@@ -768,9 +772,11 @@ static sj_status wgmma_maps_current(sj_context *ctx, const call *c,
 
 /* The two tensor maps of attn_mma with TMA tiles (sj_plan.tma), in
  * sj_wgmma_args's tk and tv: the k8 rows in 64-key boxes of D bytes
- * (swizzled to D: 128 or 64 bytes; D = 256 in two boxes of 128), and V: FP16PV the caller's 16-bit
- * tensor as (channel, token, kv head, batch) in boxes of 64 x 64, 128-byte
- * swizzled, which zero-fill tokens past a dense sequence (a packed call's
+ * (swizzled to D: 128 or 64 bytes; D = 96 in three boxes of 32, D = 256
+ * in two of 128), and V: FP16PV the caller's 16-bit
+ * tensor as (channel, token, kv head, batch) in boxes of 64 channels x 64
+ * tokens, 128-byte swizzled (D = 96: 32 x 64, 64-byte swizzled), which
+ * zero-fill tokens past a dense sequence (a packed call's
  * map is one sequence of all its tokens: the rows after a sequence's last
  * are the next one's, which the kernel zeroes in its last tile); FP8PV
  * v8's channel rows (and split V's residual rows after them) in boxes of
@@ -780,8 +786,11 @@ static sj_status mma_tma_maps(sj_context *ctx, const call *c, const layout *l,
                               CUdeviceptr ws, sj_wgmma_args *wa) {
   const uint64_t D = (uint64_t)c->head_dim;
   const sj_geom *g = &l->g;
-  SJ_FORWARD(encode_map(ctx, &wa->tk, ws + l->k8, D, k8_rows(c, g), D,
-                        D < 128 ? (unsigned)D : 128u, BLK_K, TMAP_L2_256B, "k8"));
+  /* (sj_attn_mma.cuh tma_krow and tma_vch: the boxes the kernel reads) */
+  const unsigned krow = D == 96 ? 32u : (D < 128 ? (unsigned)D : 128u);
+  const unsigned vch = D == 96 ? 32u : 64u;
+  SJ_FORWARD(encode_map(ctx, &wa->tk, ws + l->k8, D, k8_rows(c, g), D, krow, BLK_K,
+                        TMAP_L2_256B, "k8"));
   if (c->plan.family == SJ_FAMILY_FP8PV) {
     uint64_t rows, pitch;
     v8_rows(c, g, &rows, &pitch);
@@ -792,7 +801,7 @@ static sj_status mma_tma_maps(sj_context *ctx, const call *c, const layout *l,
                             (uint64_t)c->heads_kv, (uint64_t)(c->varlen ? 1 : c->batch)};
   const uint64_t strides[3] = {(uint64_t)c->v_sn * 2, (uint64_t)c->v_sh * 2,
                                c->varlen ? (uint64_t)c->v_sn * 2 : (uint64_t)c->v_sb * 2};
-  const unsigned box[4] = {64, 64, 1, 1};
+  const unsigned box[4] = {vch, 64, 1, 1};
   return encode_tiled(ctx, &wa->tv, TMAP_UINT16, 2, 4, c->v, dims, strides, box,
                       TMAP_L2_256B, "v");
 }
