@@ -210,12 +210,13 @@ __host__ __device__ constexpr int tma_krow(int d) { return d == 96 ? 32 : (d < 1
 __host__ __device__ constexpr int tma_vch(int d) { return d == 96 ? 32 : 64; }
 
 // The K fragment address of a TMA K tile: key row `key` (key % 8 = r8),
-// byte column `col`; rows of D bytes, or at D = 256 two boxes of 64 rows
-// of KROW = 128 bytes, one after the other.
+// byte column `col`; rows of D bytes, or D / KROW boxes of 64 rows of KROW
+// bytes one after the other (D = 96: three of 32, D = 256: two of 128).
 template <int D, int KROW>
 __device__ __forceinline__ u8 *tma_k_row(u8 *sK, int key, int col, int r8) {
   if constexpr (D > KROW)
-    return sK + col / KROW * (BLK_K * KROW) + key * KROW + (swz_chunk<KROW>(col % KROW >> 4, r8) << 4);
+    return sK + col / KROW * (BLK_K * KROW) + key * KROW +
+           (swz_chunk<KROW>(col % KROW >> 4, r8) << 4);
   else
     return sK + key * D + (swz_chunk<KROW>(col >> 4, r8) << 4);
 }
@@ -371,11 +372,13 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
   // TMA (a template argument, runtime/spec.c mma_tma): the K and V tiles by
   // tensor copies that thread 0 issues, completing on the stage's mbarrier,
   // into unpadded stages with the hardware swizzle (chunk c of a row at
-  // c ^ (row % 8) in 128-byte rows, c ^ (row / 2 % 4) in 64-byte rows) that
+  // c ^ (row % 8) in 128-byte rows, c ^ (row / 2 % 4) in 64-byte rows,
+  // c ^ (row / 4 % 2) in 32-byte rows: swz_chunk) that
   // every K and V ldmatrix address below undoes; the K scales (KS_SMEM) by
   // a 16-byte bulk copy on the same barrier.  K: 64 k8 rows of D bytes (at
   // D = 96 and 256 in boxes of 32- and 128-byte rows); V:
-  // the caller's 16-bit rows in boxes of 64 tokens x 64 channels (FP16PV,
+  // the caller's 16-bit rows in boxes of 64 tokens x 64 channels (D = 96:
+  // 32 channels; FP16PV,
   // through a 4-D map that zero-fills rows past a dense sequence; in a
   // packed call's last tile stores zero them) or D channel rows of 64 bytes
   // of v8 (FP8PV).  The cp.async copies cost the FP16PV
