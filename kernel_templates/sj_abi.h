@@ -155,6 +155,14 @@ typedef struct sj_ref_args {
  * next multiple of 128 keys (the wgmma family's tile). */
 #define SJ_V8_GAP 144
 
+/* attn_mma's TMA boxes (sj_attn_mma.cuh; runtime/attention.c mma_tma_maps
+ * encodes them): K rows of SJ_TMA_KROW(D) bytes, the widest swizzle that
+ * divides D (D = 96: three boxes of 32 bytes; D = 256: two of 128), and
+ * FP16 V's boxes of SJ_TMA_VCH(D) channels (D = 96: 32, in 64-byte rows;
+ * else 64, in 128-byte rows). */
+#define SJ_TMA_KROW(d) ((d) == 96 ? 32 : ((d) < 128 ? (d) : 128))
+#define SJ_TMA_VCH(d) ((d) == 96 ? 32 : 64)
+
 /* flags */
 #define SJ_F_SMOOTH_K 1  /* subtract the K mean */
 #define SJ_F_SMOOTH_V 2  /* subtract the V mean, add it back to O */

@@ -201,15 +201,8 @@ template <int ROW> __device__ __forceinline__ int swz_chunk(int c, int r8) {
   static_assert(ROW == 128 || ROW == 64 || ROW == 32, "128-, 64- or 32-byte swizzle");
   return ROW == 128 ? c ^ r8 : ROW == 64 ? c ^ ((r8 >> 1) & 3) : c ^ ((r8 >> 2) & 1);
 }
-// A TMA tile's boxes (attn_mma): K rows of tma_krow(D) bytes, the widest
-// swizzle that divides D (D = 96: three boxes of 32 bytes; D = 256: two of
-// 128), and FP16 V's boxes of tma_vch(D) channels (D = 96: three of 32
-// channels, 64-byte rows; else 64 channels, 128-byte rows).  Every box
-// row is conflict-free for ldmatrix under its swizzle.
-__host__ __device__ constexpr int tma_krow(int d) { return d == 96 ? 32 : (d < 128 ? d : 128); }
-__host__ __device__ constexpr int tma_vch(int d) { return d == 96 ? 32 : 64; }
-
-// The K fragment address of a TMA K tile: key row `key` (key % 8 = r8),
+// The K fragment address of a TMA K tile (its boxes: SJ_TMA_KROW in
+// sj_abi.h, shared with the host's maps): key row `key` (key % 8 = r8),
 // byte column `col`; rows of D bytes, or D / KROW boxes of 64 rows of KROW
 // bytes one after the other (D = 96: three of 32, D = 256: two of 128).
 template <int D, int KROW>
@@ -266,7 +259,7 @@ __device__ __forceinline__ void mma_tma_tile(const sj_tmap *tm, const TmaCoord &
                                              int jt) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   constexpr int TK_BYTES = BLK_K * D, TV_BYTES = F8 ? D * BLK_K : BLK_K * 2 * D;
-  constexpr int KROW = tma_krow(D), VCH = tma_vch(D);
+  constexpr int KROW = SJ_TMA_KROW(D), VCH = SJ_TMA_VCH(D);
   const int ts = jt % STAGES;
   const u32 bar = bar0 + 8 * ts;
   const u32 dk = smem_addr(sK0 + ts * TK_BYTES), dv = smem_addr(sV0 + ts * TV_BYTES);
@@ -388,8 +381,11 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
                 "TMA tiles: D = 64, 96, 128 or 256, two or more stages, no split V");
   // a TMA K box's row bytes (its swizzle); at D = 96 and 256 a K tile is
   // three boxes of 64 rows x 32 bytes or two of 64 x 128, one after the
-  // other; FP16 V's boxes of TMA_VCH channels in rows of 2 TMA_VCH bytes
-  constexpr int TMA_KROW = tma_krow(D), TMA_VCH = tma_vch(D), TMA_VROW = 2 * TMA_VCH;
+  // other; FP16 V's boxes of TMA_VCH = 2^TMA_VLOG channels in rows of 2
+  // TMA_VCH bytes (each box row conflict-free for ldmatrix under its swizzle)
+  constexpr int TMA_KROW = SJ_TMA_KROW(D), TMA_VCH = SJ_TMA_VCH(D), TMA_VROW = 2 * TMA_VCH;
+  constexpr int TMA_VLOG = TMA_VCH == 64 ? 6 : 5;
+  static_assert(TMA_VCH == 1 << TMA_VLOG, "TMA_VLOG");
   // CHUNKED: the fp32 mode's exps, packing, row sums and P.V in k-chunk
   // order (16 keys; an FP8 arm of 32 keys is written but no default
   // compiles or tests it): chunk kc's P.V issued in source order
@@ -659,7 +655,7 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
         const int rows = len_kv - j * BLK_K;
         for (int i = threadIdx.x; i < (BLK_K - rows) * (D / 8); i += NTHREADS) {
           const int r = rows + i / (D / 8), c = i % (D / 8); // (row, 16-byte chunk)
-          constexpr int LC = TMA_VCH == 64 ? 3 : 2; // log2 of a box row's chunks
+          constexpr int LC = TMA_VLOG - 3; // log2 of a box row's 16-byte chunks
           *(uint4 *)(sV + (c >> LC) * (BLK_K * TMA_VROW) + r * TMA_VROW +
                      (c & ((1 << LC) - 1)) * 16) = make_uint4(0u, 0u, 0u, 0u);
         }
@@ -913,7 +909,7 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
         // (TMA: boxes of TMA_VCH channels in rows of TMA_VROW bytes;
         // tok % 8 = lr)
         ldmatrix_x4_trans(b0, b1, b2, b3,
-                          TMA ? vb + (ch >> (TMA_VCH == 64 ? 6 : 5)) * (BLK_K * TMA_VROW) +
+                          TMA ? vb + (ch >> TMA_VLOG) * (BLK_K * TMA_VROW) +
                                     tok * TMA_VROW +
                                     (swz_chunk<TMA_VROW>((ch & (TMA_VCH - 1)) >> 3, lr) << 4)
                               : vb + tok * S::V_PITCH + ch * 2);

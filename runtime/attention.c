@@ -669,8 +669,7 @@ enum {
 /* One tensor map of `rank` dimensions (innermost first; strides in bytes
  * for dimensions 1 and up), elements of type `type`, read in whole boxes
  * with element strides of 1 and the swizzle of box[0]'s bytes (32, 64 or
- * 128);
- * out-of-range box parts read as zeros. */
+ * 128); out-of-range box parts read as zeros. */
 static sj_status encode_tiled(sj_context *ctx, sj_tmap *m, int type, unsigned esize,
                               unsigned rank, const void *base, const uint64_t *dims,
                               const uint64_t *strides, const unsigned *box, int l2,
@@ -692,8 +691,8 @@ static sj_status encode_tiled(sj_context *ctx, sj_tmap *m, int type, unsigned es
 }
 
 /* One 2-D byte tensor map: `rows` rows of `width` bytes, `pitch` apart,
- * read in boxes of box_w bytes by box_h rows, swizzled to box_w (64 or
- * 128). */
+ * read in boxes of box_w bytes by box_h rows, swizzled to box_w (32, 64
+ * or 128). */
 static sj_status encode_map(sj_context *ctx, sj_tmap *m, CUdeviceptr base,
                             uint64_t width, uint64_t rows, uint64_t pitch,
                             unsigned box_w, unsigned box_h, int l2,
@@ -786,9 +785,7 @@ static sj_status mma_tma_maps(sj_context *ctx, const call *c, const layout *l,
                               CUdeviceptr ws, sj_wgmma_args *wa) {
   const uint64_t D = (uint64_t)c->head_dim;
   const sj_geom *g = &l->g;
-  /* (sj_attn_mma.cuh tma_krow and tma_vch: the boxes the kernel reads) */
-  const unsigned krow = D == 96 ? 32u : (D < 128 ? (unsigned)D : 128u);
-  const unsigned vch = D == 96 ? 32u : 64u;
+  const unsigned krow = (unsigned)SJ_TMA_KROW(D), vch = (unsigned)SJ_TMA_VCH(D);
   SJ_FORWARD(encode_map(ctx, &wa->tk, ws + l->k8, D, k8_rows(c, g), D, krow, BLK_K,
                         TMAP_L2_256B, "k8"));
   if (c->plan.family == SJ_FAMILY_FP8PV) {
