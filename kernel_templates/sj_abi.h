@@ -158,10 +158,10 @@ typedef struct sj_ref_args {
 /* attn_mma's TMA boxes (sj_attn_mma.cuh; runtime/attention.c mma_tma_maps
  * encodes them): K rows of SJ_TMA_KROW(D) bytes, the widest swizzle that
  * divides D (D = 96: three boxes of 32 bytes; D = 256: two of 128), and
- * FP16 V's boxes of SJ_TMA_VCH(D) channels (D = 96: 32, in 64-byte rows;
- * else 64, in 128-byte rows). */
+ * FP16 V's boxes of SJ_TMA_VCH(D) channels (D = 32 and 96: 32, in 64-byte
+ * rows; else 64, in 128-byte rows). */
 #define SJ_TMA_KROW(d) ((d) == 96 ? 32 : ((d) < 128 ? (d) : 128))
-#define SJ_TMA_VCH(d) ((d) == 96 ? 32 : 64)
+#define SJ_TMA_VCH(d) ((d) == 96 || (d) == 32 ? 32 : 64)
 
 /* flags */
 #define SJ_F_SMOOTH_K 1  /* subtract the K mean */

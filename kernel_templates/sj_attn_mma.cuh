@@ -370,15 +370,16 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
   // every K and V ldmatrix address below undoes; the K scales (KS_SMEM) by
   // a 16-byte bulk copy on the same barrier.  K: 64 k8 rows of D bytes (at
   // D = 96 and 256 in boxes of 32- and 128-byte rows); V:
-  // the caller's 16-bit rows in boxes of 64 tokens x 64 channels (D = 96:
-  // 32 channels; FP16PV,
+  // the caller's 16-bit rows in boxes of 64 tokens x 64 channels (D = 32
+  // and 96: 32 channels; FP16PV,
   // through a 4-D map that zero-fills rows past a dense sequence; in a
   // packed call's last tile stores zero them) or D channel rows of 64 bytes
   // of v8 (FP8PV).  The cp.async copies cost the FP16PV
   // kernel 4-7 % (bench/NOTES.md l2h); 128 bulk row copies per tile lost
   // 11-46 % (bulk); these three copies per tile gained (tma).
-  static_assert(!TMA || ((D == 64 || D == 96 || D == 128 || D == 256) && STAGES >= 2 && !SPLIT),
-                "TMA tiles: D = 64, 96, 128 or 256, two or more stages, no split V");
+  static_assert(!TMA || ((D == 32 || D == 64 || D == 96 || D == 128 || D == 256) && STAGES >= 2 &&
+                         !SPLIT),
+                "TMA tiles: D = 32, 64, 96, 128 or 256, two or more stages, no split V");
   // a TMA K box's row bytes (its swizzle); at D = 96 and 256 a K tile is
   // three boxes of 64 rows x 32 bytes or two of 64 x 128, one after the
   // other; FP16 V's boxes of TMA_VCH = 2^TMA_VLOG channels in rows of 2

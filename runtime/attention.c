@@ -774,7 +774,7 @@ static sj_status wgmma_maps_current(sj_context *ctx, const call *c,
  * (swizzled to D: 128 or 64 bytes; D = 96 in three boxes of 32, D = 256
  * in two of 128), and V: FP16PV the caller's 16-bit
  * tensor as (channel, token, kv head, batch) in boxes of 64 channels x 64
- * tokens, 128-byte swizzled (D = 96: 32 x 64, 64-byte swizzled), which
+ * tokens, 128-byte swizzled (D = 32 and 96: 32 x 64, 64-byte swizzled), which
  * zero-fill tokens past a dense sequence (a packed call's
  * map is one sequence of all its tokens: the rows after a sequence's last
  * are the next one's, which the kernel zeroes in its last tile); FP8PV

@@ -195,9 +195,9 @@ int sj_spec_options(const sj_spec *s, const sj_target *t, char opts[][64],
 
 /* attn_mma's K/V tiles by TMA tensor copies (TMA in sj_attn_mma.cuh): three
  * copies per tile that thread 0 issues, where cp.async had every thread
- * issue 12 (D = 128).  The template has the form for D = 64, 96, 128 and
- * 256 with two or more stages and without split V, on sm_90 and later; it is
- * on where it was measured to win, on sm_90 (H100, attention against the
+ * issue 12 (D = 128).  The template has the form for D = 32, 64, 96, 128
+ * and 256 with two or more stages and without split V, on sm_90 and later;
+ * it is on where it was measured to win, on sm_90 (H100, attention against the
  * cp.async form in the same call, 1K / 4K / 16K; bench/NOTES.md tma,
  * forty-seventh session, and tma256, forty-ninth).  32-row warps, D = 128
  * in three stages and D = 64 in two:
@@ -222,17 +222,15 @@ int sj_spec_options(const sj_spec *s, const sj_target *t, char opts[][64],
  * fp16+fp32 +18 / +21 / +21 % (+12 / +14 / +14 %); FP8PV pvi8 +10-11 %
  * (causal +6-9 %), pvi8+splitv +8-10 % (+5-8 %), fp32+fp16 and fp32+fp32
  * +6.5-8 % and +8-10 % (not causal: 0 to +2 % and +1 to +4 %), fp32 never
- * (-0.5 to +3 %).  Those cells are to take it once test_gpu, test_gpu_varlen
- * (a packed call's last V tile is zeroed in the 64-byte rows only D = 96
- * has) and the sanitizers have run with it on a GPU; until then only
- * SAGEJIT_TUNE=tma=1 turns it on (`check --head-dim 96` passed with it).
+ * (-0.5 to +3 %); those cells take it (test_gpu, test_gpu_varlen and the
+ * sanitizers ran with it on the H100, fiftieth session).
  * SAGEJIT_TUNE "tma=0" / "tma=1" forces it off / on wherever the template
  * has it (A/B runs; in the name expression, hence in the cache key).
  * Blackwell has TMA too but was not measured: off there. */
 static int mma_tma(const sj_target *t, sj_family fam, sj_pv_accum acc, int d,
                    int causal, int stages, int warp_q) {
-  if (t->sm < 90 || (d != 64 && d != 96 && d != 128 && d != 256) || stages < 2 ||
-      acc == SJ_ACCUM_FP32_FP32_SPLITV)
+  if (t->sm < 90 || (d != 32 && d != 64 && d != 96 && d != 128 && d != 256) ||
+      stages < 2 || acc == SJ_ACCUM_FP32_FP32_SPLITV)
     return 0;
   const int forced = sj_tune_int("tma=", 0, 1, -1);
   if (forced >= 0)
@@ -241,8 +239,23 @@ static int mma_tma(const sj_target *t, sj_family fam, sj_pv_accum acc, int d,
     return 0;
   if (d == 256)
     return warp_q == 16 && stages == 2;
-  if (d == 96) /* measured, not yet on: see above */
-    return 0;
+  if (d == 96) {
+    if (warp_q != 32 || stages < 2)
+      return 0;
+    switch (acc) {
+    case SJ_ACCUM_FP32: /* FP16PV's default; FP8PV's ties */
+      return fam == SJ_FAMILY_FP16PV;
+    case SJ_ACCUM_FP16_FP32:
+    case SJ_ACCUM_PVI8:
+    case SJ_ACCUM_PVI8_SPLITV:
+      return 1;
+    case SJ_ACCUM_FP32_FP16:
+    case SJ_ACCUM_FP32_FP32:
+      return !causal;
+    default:
+      return 0;
+    }
+  }
   if (warp_q != 32 || (d == 128 ? stages < 3 : stages != 2))
     return 0;
   switch (acc) {

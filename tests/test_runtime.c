@@ -556,8 +556,15 @@ static void test_plan_tma(void **state) {
       {SJ_FAMILY_FP16PV, SJ_ACCUM_FP32, 64, 0, 0},
       {SJ_FAMILY_FP16PV, SJ_ACCUM_FP16_FP32, 64, 1, 1},
       {SJ_FAMILY_FP16PV, SJ_ACCUM_FP16_FP32, 128, 0, 1},
-      {SJ_FAMILY_FP16PV, SJ_ACCUM_FP32, 96, 0, 0},
-      {SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8_SPLITV, 96, 0, 0},
+      {SJ_FAMILY_FP16PV, SJ_ACCUM_FP32, 96, 0, 1},
+      {SJ_FAMILY_FP16PV, SJ_ACCUM_FP16_FP32, 96, 1, 1},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8_SPLITV, 96, 0, 1},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8, 96, 1, 1},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32, 96, 0, 0},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP16, 96, 0, 1},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP16, 96, 1, 0},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP32, 96, 0, 1},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP32, 96, 1, 0},
       {SJ_FAMILY_FP16PV, SJ_ACCUM_FP32, 256, 0, 1},
       {SJ_FAMILY_FP16PV, SJ_ACCUM_FP16_FP32, 256, 1, 1},
       {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32, 256, 0, 1},
@@ -611,8 +618,8 @@ static void test_plan_tma(void **state) {
                      SJ_OK);
     assert_int_equal(p.tma, 0);
   }
-  /* forced: on wherever the template has the form (sm_90+, D = 64 or 128,
-   * no split V), off on request, never below sm_90 */
+  /* forced: on wherever the template has the form (sm_90+, D = 32, 64, 96,
+   * 128 or 256, no split V), off on request, never below sm_90 */
   const struct {
     const char *tune;
     const sj_target *t;
@@ -625,7 +632,8 @@ static void test_plan_tma(void **state) {
       {"tma=1", &t90, SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP32_SPLITV, 128, 0},
       {"tma=1", &t90, SJ_FAMILY_FP16PV, SJ_ACCUM_FP32, 96, 1},
       {"tma=1", &t90, SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP16, 96, 1},
-      {"tma=1", &t90, SJ_FAMILY_FP16PV, SJ_ACCUM_FP32, 32, 0},
+      {"tma=1", &t90, SJ_FAMILY_FP16PV, SJ_ACCUM_FP32, 32, 1},
+      {"tma=1", &t90, SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8_SPLITV, 32, 1},
       {"tma=1", &t90, SJ_FAMILY_FP16PV, SJ_ACCUM_FP32, 256, 1},
       {"tma=1", &t90, SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8_SPLITV, 256, 1},
       {"tma=1", &t89, SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP32, 128, 0},
