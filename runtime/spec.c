@@ -224,6 +224,13 @@ int sj_spec_options(const sj_spec *s, const sj_target *t, char opts[][64],
  * +6.5-8 % and +8-10 % (not causal: 0 to +2 % and +1 to +4 %), fp32 never
  * (-0.5 to +3 %); those cells take it (test_gpu, test_gpu_varlen and the
  * sanitizers ran with it on the H100, fiftieth session).
+ * D = 32 (K in one 32-byte box, FP16 V in one 32-channel box; bench/NOTES.md
+ * tma32, fiftieth session): FP8PV fp32 +13 / +15 / +12 % (causal +5 / +9 /
+ * +8 %), fp32+fp32 +4 / +5 / +5 % (+3 / +9 / +8 %), pvi8+splitv +4 / +7 /
+ * +5 % (not causal: -0.3 to -1.2 %), pvi8 causal +8 / +14 / +14 % (not
+ * without the mask: -0.2 to -1.6 %), FP16PV fp16+fp32 +5 / +9 / +6 % (not
+ * causal: -3 to -5 %); FP16PV fp32 +1.6-2.8 % (causal -3 to -7 %) and
+ * FP8PV fp32+fp16 (-2 to -4 %) keep cp.async.
  * SAGEJIT_TUNE "tma=0" / "tma=1" forces it off / on wherever the template
  * has it (A/B runs; in the name expression, hence in the cache key).
  * Blackwell has TMA too but was not measured: off there. */
@@ -239,6 +246,23 @@ static int mma_tma(const sj_target *t, sj_family fam, sj_pv_accum acc, int d,
     return 0;
   if (d == 256)
     return warp_q == 16 && stages == 2;
+  if (d == 32) {
+    if (warp_q != 32 || stages < 2)
+      return 0;
+    switch (acc) {
+    case SJ_ACCUM_FP32: /* FP8PV's; FP16PV's +2 % only, causal -3 to -7 % */
+      return fam == SJ_FAMILY_FP8PV;
+    case SJ_ACCUM_FP32_FP32:
+      return 1;
+    case SJ_ACCUM_FP16_FP32:
+    case SJ_ACCUM_PVI8_SPLITV:
+      return !causal;
+    case SJ_ACCUM_PVI8:
+      return causal;
+    default: /* fp32+fp16: -2 to -4 % */
+      return 0;
+    }
+  }
   if (d == 96) {
     if (warp_q != 32 || stages < 2)
       return 0;

@@ -142,19 +142,19 @@ static void test_full_matrix_per_family(void **state) {
 }
 
 /* attn_mma's TMA form (runtime/spec.c mma_tma) on sm_90a: every kernel the
- * template has it for (SAGEJIT_TUNE=tma=1: both families, D = 64, 96, 128
- * and 256, every mode but split V, both dtypes, causal both ways; 112
+ * template has it for (SAGEJIT_TUNE=tma=1: both families, D = 32, 64, 96,
+ * 128 and 256, every mode but split V, both dtypes, causal both ways; 140
  * attention kernels, pvi8+splitv's pvi8 body with TMA next to split V's
- * without) compiles, and the default plans' TMA kernels (37 per dtype, the
- * table in spec.c: 13 at D = 64 and 128, 10 at D = 96, all 14 at D = 256)
- * are among them: a warm without the knob finds them cached. */
+ * without) compiles, and the default plans' TMA kernels (44 per dtype, the
+ * table in spec.c: 7 at D = 32, 13 at D = 64 and 128, 10 at D = 96, all 14
+ * at D = 256) are among them: a warm without the knob finds them cached. */
 static void test_tma_kernels_compile(void **state) {
   (void)state;
   if (sj_nvrtc_version(NULL, NULL) != SJ_OK)
     skip();
   char dir[512];
   sj_context *ctx = compile_ctx("tma", dir, sizeof dir);
-  static const int dims[] = {64, 96, 128, 256}, causal[] = {0, 1};
+  static const int dims[] = {32, 64, 96, 128, 256}, causal[] = {0, 1};
   static const sj_dtype dtypes[] = {SJ_DTYPE_FP16, SJ_DTYPE_BF16};
   static const sj_quant_gran quants[] = {SJ_QUANT_PER_THREAD};
   static const sj_family fams[] = {SJ_FAMILY_FP16PV, SJ_FAMILY_FP8PV};
@@ -167,7 +167,7 @@ static void test_tma_kernels_compile(void **state) {
   req.targets = &target;
   req.n_targets = 1;
   req.head_dims = dims;
-  req.n_head_dims = 4;
+  req.n_head_dims = 5;
   req.causal = causal;
   req.n_causal = 2;
   req.dtypes = dtypes;
@@ -190,20 +190,20 @@ static void test_tma_kernels_compile(void **state) {
   assert_int_equal(r.failed, 0);
   attn_count all = {target, "sj::attn_mma<", ",true>", 0};
   assert_int_equal(sj_cache_list(ctx, count_attn, &all), SJ_OK);
-  assert_int_equal(all.n, 2 * 4 * 2 * (2 + 5));
-  /* The default plans: 37 TMA kernels per dtype, all cached now, and the
-   * 19 per dtype without TMA (15 at D = 64 and 128, 4 at D = 96) compiled
-   * (2 x 4 x 2 x 7 = 112 in all). */
+  assert_int_equal(all.n, 2 * 5 * 2 * (2 + 5));
+  /* The default plans: 44 TMA kernels per dtype, all cached now, and the
+   * 26 per dtype without TMA (7 at D = 32, 15 at D = 64 and 128, 4 at
+   * D = 96) compiled (2 x 5 x 2 x 7 = 140 in all). */
   sj_warm_result r0;
   assert_int_equal(sj_warm(ctx, &req, &r0), SJ_OK);
   assert_int_equal(r0.failed, 0);
   attn_count tma = {target, "sj::attn_mma<", ",true>", 0};
   assert_int_equal(sj_cache_list(ctx, count_attn, &tma), SJ_OK);
-  assert_int_equal(tma.n, 112);
+  assert_int_equal(tma.n, 140);
   attn_count any = {target, "sj::attn_mma<", NULL, 0};
   assert_int_equal(sj_cache_list(ctx, count_attn, &any), SJ_OK);
-  assert_int_equal(any.n, 112 + 2 * 19);
-  assert_int_equal(r0.compiled, 2 * 19);
+  assert_int_equal(any.n, 140 + 2 * 26);
+  assert_int_equal(r0.compiled, 2 * 26);
   sj_context_destroy(ctx);
   tu_rmrf(dir);
 }
