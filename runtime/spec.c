@@ -500,6 +500,20 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
   const int want = sj_tune_int("stages=", 2, 4, 0);
   if (want && attn_smem(fam, head_dim, want, split) <= t->smem_optin)
     stages = want;
+  else if (!want && t->sm == 90 && out->causal && stages == 3 &&
+           (head_dim == 32 ||
+            (head_dim == 96 && mma_tma(t, fam, acc, 96, 1, 3, out->warp_q))))
+    /* Causal calls on sm_90 at D = 32, and at D = 96 where the tiles come
+     * by TMA, take two stages too: H100, attention against three, same
+     * call, two rounds, 1K / 4K / 16K (bench/NOTES.md st2): D = 32
+     * FP8PV fp32+fp32 +3.5 / +3.8 / +2.7 %, fp32 +1.7 / +2.8 / +1.4 %,
+     * pvi8+splitv +1.9 / +1.3 / +1.2 %, FP16PV fp32 +2.7 / +2.1 / +1.2 %,
+     * fp16+fp32 -0.6 / +1.3 / +1.8 %; D = 96 pvi8+splitv +0.3 / +4.1 /
+     * +5.4 %, FP16PV fp32 -0.6 / +2.5 / +2.1 %, fp16+fp32 +0.7 / +2.2 /
+     * +2.4 %.  Not without the mask (D = 32 FP16PV fp32 -3 %, D = 96 FP8PV
+     * fp32 -2.4 to -3.2 %, elsewhere -0.8 to +0.9 %) nor D = 96's cp.async
+     * cells under it (FP8PV fp32 -1 to -2 %). */
+    stages = 2;
   out->stages = stages;
   out->tma = mma_tma(t, fam, acc, head_dim, out->causal, stages, out->warp_q);
   if (stages > 3 && !out->tma) {

@@ -139,6 +139,39 @@ static void test_plan_defaults(void **state) {
                                 SJ_ACCUM_DEFAULT, -1, -1, &p, msg, sizeof msg),
                    SJ_OK);
   assert_int_equal(p.stages, 2);
+  /* causal calls on sm_90: two stages at D = 32, and at D = 96 where the
+   * tiles come by TMA (measured faster there, bench/NOTES.md st2); three
+   * without the mask, for D = 96's cp.async modes and on other targets */
+  {
+    const struct {
+      const sj_target *t;
+      sj_family fam;
+      sj_pv_accum acc;
+      int d, causal, stages, tma;
+    } st[] = {
+        {&t90, SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8_SPLITV, 96, 1, 2, 1},
+        {&t90, SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8_SPLITV, 96, 0, 3, 1},
+        {&t90, SJ_FAMILY_FP16PV, SJ_ACCUM_FP32, 96, 1, 2, 1},
+        {&t90, SJ_FAMILY_FP8PV, SJ_ACCUM_FP32, 96, 1, 3, 0},
+        {&t90, SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP32, 96, 1, 3, 0},
+        {&t90, SJ_FAMILY_FP16PV, SJ_ACCUM_FP32, 32, 1, 2, 0},
+        {&t90, SJ_FAMILY_FP16PV, SJ_ACCUM_FP32, 32, 0, 3, 0},
+        {&t90, SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP32, 32, 1, 2, 1},
+        {&t90, SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8_SPLITV, 32, 1, 2, 0},
+        {&t90, SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8_SPLITV, 32, 0, 3, 1},
+        {&t89, SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP16, 32, 1, 3, 0},
+        {&t80, SJ_FAMILY_FP16PV, SJ_ACCUM_FP32, 96, 1, 3, 0},
+    };
+    for (size_t i = 0; i < sizeof st / sizeof *st; i++) {
+      assert_int_equal(sj_plan_make(st[i].t, st[i].fam, SJ_DTYPE_FP16, st[i].d, st[i].causal,
+                                    0, st[i].acc, -1, -1, &p, msg, sizeof msg),
+                       SJ_OK);
+      if (p.stages != st[i].stages || p.tma != st[i].tma)
+        fail_msg("stages case %zu: %d stages, tma %d; want %d, %d", i, p.stages, p.tma,
+                 st[i].stages, st[i].tma);
+      assert_int_equal(p.specs[3].stages, p.stages);
+    }
+  }
   p = auto_plan(&t89, SJ_DTYPE_BF16, 64, 1, SJ_ACCUM_DEFAULT);
   assert_int_equal(p.family, SJ_FAMILY_FP8PV);
   assert_int_equal(p.accum, SJ_ACCUM_FP32_FP16);
