@@ -11,16 +11,9 @@ mkdir -p "$OUT"
 . "$(dirname "$0")/../gpu_libs.sh"
 gpu_libs "$b"
 OUT=$OUT bash bench/gpu_session.sh "$b" test varlen faults
-cs=${COMPUTE_SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}
+. "$(dirname "$0")/san_check.sh"
 export SAGEJIT_CACHE_DIR=$PWD/$b/test-cache/test_gpu
-san() { # NAME TOOL CHECK-ARGS...
-  local name=$1 tool=$2
-  shift 2
-  timeout 150 "$cs" --tool "$tool" --error-exitcode 9 "$b/sagejit" check --quick --dtype fp16 \
-    "$@" > "$OUT/san-$name.log" 2>&1
-  echo "san $name: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/san-$name.log" | tail -1) $(grep -E 'passed|failed' "$OUT/san-$name.log" | tail -1)"
-}
-san mem-96 memcheck --head-dim 96 --family fp16pv,fp8pv --accum fp32,fp16+fp32,pvi8+splitv
-san mem-32 memcheck --head-dim 32 --family fp16pv,fp8pv --accum fp32,fp32+fp32,pvi8+splitv
-san race-96 racecheck --head-dim 96 --family fp16pv,fp8pv
-san race-32 racecheck --head-dim 32 --family fp16pv,fp8pv
+san_check "$b" "$OUT" mem-96 memcheck --head-dim 96 --family fp16pv,fp8pv --accum fp32,fp16+fp32,pvi8+splitv
+san_check "$b" "$OUT" mem-32 memcheck --head-dim 32 --family fp16pv,fp8pv --accum fp32,fp32+fp32,pvi8+splitv
+san_check "$b" "$OUT" race-96 racecheck --head-dim 96 --family fp16pv,fp8pv
+san_check "$b" "$OUT" race-32 racecheck --head-dim 32 --family fp16pv,fp8pv

@@ -12,19 +12,12 @@ mkdir -p "$OUT"
 . "$(dirname "$0")/../gpu_libs.sh"
 gpu_libs "$b"
 OUT=$OUT bash bench/gpu_session.sh "$b" info test varlen faults
-cs=${COMPUTE_SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}
+. "$(dirname "$0")/san_check.sh"
 export SAGEJIT_CACHE_DIR=$PWD/$b/test-cache/test_gpu
-san() { # NAME TOOL CHECK-ARGS...
-  local name=$1 tool=$2
-  shift 2
-  timeout 200 "$cs" --tool "$tool" --error-exitcode 9 "$b/sagejit" check --quick --head-dim 32 \
-    --dtype fp16 "$@" > "$OUT/san-$name.log" 2>&1
-  echo "san $name: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/san-$name.log" | tail -1) $(grep -E 'passed|failed' "$OUT/san-$name.log" | tail -1)"
-}
-san mem-fp16pv memcheck --family fp16pv --accum fp16+fp32
-san mem-fp8pv memcheck --family fp8pv --accum fp32,fp32+fp32,pvi8,pvi8+splitv
-san race-fp16pv racecheck --family fp16pv --accum fp16+fp32
-san race-fp8pv racecheck --family fp8pv --accum fp32+fp32,pvi8+splitv
+san_check "$b" "$OUT" mem-fp16pv memcheck --head-dim 32 --family fp16pv --accum fp16+fp32
+san_check "$b" "$OUT" mem-fp8pv memcheck --head-dim 32 --family fp8pv --accum fp32,fp32+fp32,pvi8,pvi8+splitv
+san_check "$b" "$OUT" race-fp16pv racecheck --head-dim 32 --family fp16pv --accum fp16+fp32
+san_check "$b" "$OUT" race-fp8pv racecheck --head-dim 32 --family fp8pv --accum fp32+fp32,pvi8+splitv
 for fa in "fp16pv fp32" "fp8pv fp32+fp16,fp32+fp32,pvi8+splitv" "wgmma pvi8+splitv"; do
   set -- $fa
   timeout 200 "$b/sagejit" bench --family "$1" --accum "$2" --head-dim 128 --seq 1024,4096,16384 \

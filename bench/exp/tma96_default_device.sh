@@ -13,18 +13,11 @@ mkdir -p "$OUT"
 . "$(dirname "$0")/../gpu_libs.sh"
 gpu_libs "$b"
 OUT=$OUT bash bench/gpu_session.sh "$b" info test varlen faults
-cs=${COMPUTE_SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}
+. "$(dirname "$0")/san_check.sh"
 export SAGEJIT_CACHE_DIR=$PWD/$b/test-cache/test_gpu
-san() { # NAME TOOL CHECK-ARGS...
-  local name=$1 tool=$2
-  shift 2
-  timeout 200 "$cs" --tool "$tool" --error-exitcode 9 "$b/sagejit" check --quick --head-dim 96 \
-    --dtype fp16 "$@" > "$OUT/san-$name.log" 2>&1
-  echo "san $name: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/san-$name.log" | tail -1) $(grep -E 'passed|failed' "$OUT/san-$name.log" | tail -1)"
-}
-san mem-fp16pv memcheck --family fp16pv --accum fp32,fp16+fp32
-san mem-fp8pv memcheck --family fp8pv --accum fp32+fp16,fp32+fp32,pvi8,pvi8+splitv
-san race-fp16pv racecheck --family fp16pv
-san race-fp8pv racecheck --family fp8pv
+san_check "$b" "$OUT" mem-fp16pv memcheck --head-dim 96 --family fp16pv --accum fp32,fp16+fp32
+san_check "$b" "$OUT" mem-fp8pv memcheck --head-dim 96 --family fp8pv --accum fp32+fp16,fp32+fp32,pvi8,pvi8+splitv
+san_check "$b" "$OUT" race-fp16pv racecheck --head-dim 96 --family fp16pv
+san_check "$b" "$OUT" race-fp8pv racecheck --head-dim 96 --family fp8pv
 unset SAGEJIT_CACHE_DIR
 OUT=$OUT bash bench/exp/mma_tma_dim_device.sh "$b" 32
