@@ -155,6 +155,10 @@ typedef struct sj_ref_args {
  * next multiple of 128 keys (the wgmma family's tile). */
 #define SJ_V8_GAP 144
 
+/* The head dims attn_mma has TMA tiles for (sj_attn_mma.cuh; runtime/spec.c
+ * mma_tma offers them only there). */
+#define SJ_TMA_HAS_DIM(d) ((d) == 32 || (d) == 64 || (d) == 96 || (d) == 128 || (d) == 256)
+
 /* attn_mma's TMA boxes (sj_attn_mma.cuh; runtime/attention.c mma_tma_maps
  * encodes them): K rows of SJ_TMA_KROW(D) bytes, the widest swizzle that
  * divides D (D = 96: three boxes of 32 bytes; D = 256: two of 128), and

@@ -377,8 +377,7 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
   // of v8 (FP8PV).  The cp.async copies cost the FP16PV
   // kernel 4-7 % (bench/NOTES.md l2h); 128 bulk row copies per tile lost
   // 11-46 % (bulk); these three copies per tile gained (tma).
-  static_assert(!TMA || ((D == 32 || D == 64 || D == 96 || D == 128 || D == 256) && STAGES >= 2 &&
-                         !SPLIT),
+  static_assert(!TMA || (SJ_TMA_HAS_DIM(D) && STAGES >= 2 && !SPLIT),
                 "TMA tiles: D = 32, 64, 96, 128 or 256, two or more stages, no split V");
   // a TMA K box's row bytes (its swizzle); at D = 96 and 256 a K tile is
   // three boxes of 64 rows x 32 bytes or two of 64 x 128, one after the

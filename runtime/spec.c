@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "sj_abi.h"
 
 /* Tile constants of the templates (kernel_templates/sj_common.cuh). */
 #define BLK_Q 128
@@ -236,8 +237,8 @@ int sj_spec_options(const sj_spec *s, const sj_target *t, char opts[][64],
  * Blackwell has TMA too but was not measured: off there. */
 static int mma_tma(const sj_target *t, sj_family fam, sj_pv_accum acc, int d,
                    int causal, int stages, int warp_q) {
-  if (t->sm < 90 || (d != 32 && d != 64 && d != 96 && d != 128 && d != 256) ||
-      stages < 2 || acc == SJ_ACCUM_FP32_FP32_SPLITV)
+  if (t->sm < 90 || !SJ_TMA_HAS_DIM(d) || stages < 2 ||
+      acc == SJ_ACCUM_FP32_FP32_SPLITV)
     return 0;
   const int forced = sj_tune_int("tma=", 0, 1, -1);
   if (forced >= 0)
@@ -247,7 +248,7 @@ static int mma_tma(const sj_target *t, sj_family fam, sj_pv_accum acc, int d,
   if (d == 256)
     return warp_q == 16 && stages == 2;
   if (d == 32) {
-    if (warp_q != 32 || stages < 2)
+    if (warp_q != 32)
       return 0;
     switch (acc) {
     case SJ_ACCUM_FP32: /* FP8PV's; FP16PV's +2 % only, causal -3 to -7 % */
@@ -264,7 +265,7 @@ static int mma_tma(const sj_target *t, sj_family fam, sj_pv_accum acc, int d,
     }
   }
   if (d == 96) {
-    if (warp_q != 32 || stages < 2)
+    if (warp_q != 32)
       return 0;
     switch (acc) {
     case SJ_ACCUM_FP32: /* FP16PV's default; FP8PV's ties */
