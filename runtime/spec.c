@@ -194,6 +194,21 @@ int sj_spec_options(const sj_spec *s, const sj_target *t, char opts[][64],
   return n;
 }
 
+/* The causal cells of attn_mma at D = 128 that take two TMA stages on
+ * sm_90 (sj_plan_make's stage rule): H100, one call, two rounds, attention
+ * (end to end) 1K / 4K / 16K against three stages, TMA or cp.async as
+ * before (bench/NOTES.md st128): FP16PV fp32 +4.2 / +4.9 / +4.1 % (+2.9 /
+ * +4.5 / +4.2 %), fp16+fp32 +2.5 / +1.8 / +1.4 % (+0.9 / +2.5 / +1.4 %),
+ * FP8PV pvi8+splitv (cp.async before) +2.9 / +2.3 / +2.8 % (+0.5 / +2.2 /
+ * +3.2 %).  Not fp32+fp32 (+0.5 / +1.0 / +2.6 %), fp32+fp16 (+0.6 / +0.5
+ * / -3.0 %), fp32 (cp.async before: -2.8 / +0.3 / +1.2 %), nor any cell
+ * without the mask (FP16PV fp32 +0.1 / -0.4 / -1.0 %, FP8PV fp32 -7 to
+ * -8 %, the rest -0.8 to +1.3 %). */
+static int mma_st2_128(sj_family fam, sj_pv_accum acc) {
+  return fam == SJ_FAMILY_FP16PV ? acc == SJ_ACCUM_FP32 || acc == SJ_ACCUM_FP16_FP32
+                                 : acc == SJ_ACCUM_PVI8_SPLITV;
+}
+
 /* attn_mma's K/V tiles by TMA tensor copies (TMA in sj_attn_mma.cuh): three
  * copies per tile that thread 0 issues, where cp.async had every thread
  * issue 12 (D = 128).  The template has the form for D = 32, 64, 96, 128
@@ -281,6 +296,8 @@ static int mma_tma(const sj_target *t, sj_family fam, sj_pv_accum acc, int d,
       return 0;
     }
   }
+  if (d == 128 && stages == 2) /* the stage rule's causal cells */
+    return causal && warp_q == 32 && mma_st2_128(fam, acc);
   if (warp_q != 32 || (d == 128 ? stages < 3 : stages != 2))
     return 0;
   switch (acc) {
@@ -503,7 +520,8 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
     stages = want;
   else if (!want && t->sm == 90 && out->causal && stages == 3 &&
            (head_dim == 32 ||
-            (head_dim == 96 && mma_tma(t, fam, acc, 96, 1, 3, out->warp_q))))
+            (head_dim == 96 && mma_tma(t, fam, acc, 96, 1, 3, out->warp_q)) ||
+            (head_dim == 128 && out->warp_q == 32 && mma_st2_128(fam, acc))))
     /* Causal calls on sm_90 at D = 32, and at D = 96 where the tiles come
      * by TMA, take two stages too: H100, attention against three, same
      * call, two rounds, 1K / 4K / 16K (bench/NOTES.md st2): D = 32
@@ -513,7 +531,8 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
      * +5.4 %, FP16PV fp32 -0.6 / +2.5 / +2.1 %, fp16+fp32 +0.7 / +2.2 /
      * +2.4 %.  Not without the mask (D = 32 FP16PV fp32 -3 %, D = 96 FP8PV
      * fp32 -2.4 to -3.2 %, elsewhere -0.8 to +0.9 %) nor D = 96's cp.async
-     * cells under it (FP8PV fp32 -1 to -2 %). */
+     * cells under it (FP8PV fp32 -1 to -2 %).  At D = 128 the cells of
+     * mma_st2_128, in two TMA stages. */
     stages = 2;
   out->stages = stages;
   out->tma = mma_tma(t, fam, acc, head_dim, out->causal, stages, out->warp_q);

@@ -139,9 +139,12 @@ static void test_plan_defaults(void **state) {
                                 SJ_ACCUM_DEFAULT, -1, -1, &p, msg, sizeof msg),
                    SJ_OK);
   assert_int_equal(p.stages, 2);
-  /* causal calls on sm_90: two stages at D = 32, and at D = 96 where the
-   * tiles come by TMA (measured faster there, bench/NOTES.md st2); three
-   * without the mask, for D = 96's cp.async modes and on other targets */
+  /* causal calls on sm_90: two stages at D = 32, at D = 96 where the
+   * tiles come by TMA (measured faster there, bench/NOTES.md st2), and at
+   * D = 128 for FP16PV fp32 and fp16+fp32 and FP8PV pvi8+splitv, in TMA
+   * tiles (st128); three without the mask, for D = 96's cp.async modes,
+   * D = 128's other modes and on other targets (sm_89 at D = 128 has room
+   * for two stages only) */
   {
     const struct {
       const sj_target *t;
@@ -161,6 +164,18 @@ static void test_plan_defaults(void **state) {
         {&t90, SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8_SPLITV, 32, 0, 3, 1},
         {&t89, SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP16, 32, 1, 3, 0},
         {&t80, SJ_FAMILY_FP16PV, SJ_ACCUM_FP32, 96, 1, 3, 0},
+        /* D = 128: two TMA stages for the causal cells of mma_st2_128 */
+        {&t90, SJ_FAMILY_FP16PV, SJ_ACCUM_FP32, 128, 1, 2, 1},
+        {&t90, SJ_FAMILY_FP16PV, SJ_ACCUM_FP32, 128, 0, 3, 1},
+        {&t90, SJ_FAMILY_FP16PV, SJ_ACCUM_FP16_FP32, 128, 1, 2, 1},
+        {&t90, SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8_SPLITV, 128, 1, 2, 1},
+        {&t90, SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8_SPLITV, 128, 0, 3, 1},
+        {&t90, SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP32, 128, 1, 3, 1},
+        {&t90, SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP16, 128, 1, 3, 1},
+        {&t90, SJ_FAMILY_FP8PV, SJ_ACCUM_FP32, 128, 1, 3, 0},
+        {&t90, SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8, 128, 1, 3, 0},
+        {&t89, SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8_SPLITV, 128, 1, 2, 0},
+        {&t80, SJ_FAMILY_FP16PV, SJ_ACCUM_FP32, 128, 1, 2, 0},
     };
     for (size_t i = 0; i < sizeof st / sizeof *st; i++) {
       assert_int_equal(sj_plan_make(st[i].t, st[i].fam, SJ_DTYPE_FP16, st[i].d, st[i].causal,
@@ -622,7 +637,7 @@ static void test_plan_tma(void **state) {
       {SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8, 128, 0, 1},
       {SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8, 128, 1, 0},
       {SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8_SPLITV, 128, 0, 1},
-      {SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8_SPLITV, 128, 1, 0},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8_SPLITV, 128, 1, 1}, /* in two stages */
       {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP32_SPLITV, 128, 0, 0},
       {SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8_SPLITV, 64, 0, 0},
       {SJ_FAMILY_WGMMA, SJ_ACCUM_PVI8_SPLITV, 128, 0, 0},
