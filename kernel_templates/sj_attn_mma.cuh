@@ -342,8 +342,12 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
   // packs; placed early, FP16PV causal D = 128 ran +5-7 % (attention,
   // 1K-16K, H200), with 40 bytes fewer spills, and non-causal D = 128 -1 %
   // (60 / 112 bytes of new spills), D = 64 +-0.2 % but causal 1K +1.4 %
-  // (bench/NOTES.md, m10).  FP8PV's fp32 mode (opt-in) was not measured.
-  constexpr bool EARLY_RESCALE = !F8 && !TWO_LEVEL && CAUSAL && D == 128;
+  // (bench/NOTES.md, m10).  With TMA tiles (fifty-first session, H100)
+  // non-causal D = 128 spills 20 / 36 bytes with it and runs +2.1 / +3.0 /
+  // +1.4 % at 1K / 4K / 16K (the er128 row), so it is on there too where
+  // the tiles come by TMA (cp.async kernels, the other targets', as m10
+  // left them).  FP8PV's fp32 mode (opt-in) was not measured.
+  constexpr bool EARLY_RESCALE = !F8 && !TWO_LEVEL && D == 128 && (CAUSAL || TMA);
   // FP16PV at D = 32, 64 and 256, fp32 mode: each tile's k_scale loaded
   // one tile ahead (at the top of its own tile the load's latency runs into
   // the first Q.K^T), and full FP16 V tiles copied without the per-chunk
