@@ -143,8 +143,8 @@ static void test_plan_defaults(void **state) {
    * tiles come by TMA (measured faster there, bench/NOTES.md st2), and at
    * D = 128 for FP16PV fp32 and fp16+fp32 and FP8PV pvi8+splitv, in TMA
    * tiles (st128); three without the mask, for D = 96's cp.async modes,
-   * D = 128's other modes and on other targets (sm_89 at D = 128 has room
-   * for two stages only) */
+   * D = 128's other modes and on other targets (sm_80 and sm_89 have room
+   * for two stages only at D = 128) */
   {
     const struct {
       const sj_target *t;
