@@ -262,9 +262,9 @@ static int mma_tma(const sj_target *t, sj_family fam, sj_pv_accum acc, int d,
     return 0;
   if (d == 256)
     return warp_q == 16 && stages == 2;
+  if (warp_q != 32) /* D <= 128: 32-row warps only */
+    return 0;
   if (d == 32) {
-    if (warp_q != 32)
-      return 0;
     switch (acc) {
     case SJ_ACCUM_FP32: /* FP8PV's; FP16PV's +2 % only, causal -3 to -7 % */
       return fam == SJ_FAMILY_FP8PV;
@@ -280,8 +280,6 @@ static int mma_tma(const sj_target *t, sj_family fam, sj_pv_accum acc, int d,
     }
   }
   if (d == 96) {
-    if (warp_q != 32)
-      return 0;
     switch (acc) {
     case SJ_ACCUM_FP32: /* FP16PV's default; FP8PV's ties */
       return fam == SJ_FAMILY_FP16PV;
@@ -297,8 +295,8 @@ static int mma_tma(const sj_target *t, sj_family fam, sj_pv_accum acc, int d,
     }
   }
   if (d == 128 && stages == 2) /* the stage rule's causal cells */
-    return causal && warp_q == 32 && mma_st2_128(fam, acc);
-  if (warp_q != 32 || (d == 128 ? stages < 3 : stages != 2))
+    return causal && mma_st2_128(fam, acc);
+  if (d == 128 ? stages < 3 : stages != 2)
     return 0;
   switch (acc) {
   case SJ_ACCUM_FP32: /* FP16PV's default; FP8PV's never */
