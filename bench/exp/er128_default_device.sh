@@ -17,11 +17,5 @@ OUT=$OUT bash bench/gpu_session.sh "$b" info test varlen faults
 export SAGEJIT_CACHE_DIR=$PWD/$b/test-cache/test_gpu
 san_check "$b" "$OUT" mem-fp16pv memcheck --head-dim 128 --family fp16pv --accum fp32
 san_check "$b" "$OUT" race-fp16pv racecheck --head-dim 128 --family fp16pv --accum fp32
-for fa in "fp16pv fp32" "fp8pv fp32+fp16,fp32+fp32,pvi8+splitv" "wgmma pvi8+splitv"; do
-  set -- $fa
-  timeout 200 "$b/sagejit" bench --family "$1" --accum "$2" --head-dim 128 --seq 1024,4096,16384 \
-    --causal 0,1 > "$OUT/bench-$1.log" 2>&1
-  echo "bench $1 rc=$?"; cut -c1-200 "$OUT/bench-$1.log"
-done
-timeout 200 python3 bench/sdpa_baseline.py --head-dim 128 --backends cudnn > "$OUT/sdpa.log" 2>&1
-echo "sdpa rc=$?"; grep sdpa- "$OUT/sdpa.log"
+. "$(dirname "$0")/d128_table.sh"
+d128_table "$b" "$OUT"
