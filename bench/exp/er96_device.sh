@@ -5,9 +5,10 @@
 # with TMA tiles: bench/exp/er96.patch applied to kernel_templates and
 # built into BUILD; A/B against ab/base (a copy of the templates without
 # it; carry it, git-ignored), then the GPU suite and memcheck over `check
-# --quick` at D = 96 and 256 on BUILD.  Written and warmed in the
-# fifty-first session, not run: its device time was spent.  ptxas -v
-# sm_90a: no spills either way at D = 96 and 256.
+# --quick` at D = 96 and 256 on BUILD.  Written in the fifty-first
+# session; its A/B ran in the fifty-second (bench/exp/s52_device.sh):
+# D = 96 within noise, D = 256 -1 % without the mask, so the patch was not
+# merged (bench/NOTES.md, er96).  ptxas -v sm_90a: no spills either way.
 # Caches warmed on the CPU machine: test_gpu, ab-base, ab-kernel_templates.
 set -u
 b=${1:?usage: bench/exp/er96_device.sh BUILD}
