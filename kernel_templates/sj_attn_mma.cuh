@@ -412,7 +412,21 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
   // from shared memory for every KV tile (registers go to O and S).
   constexpr bool Q_REGS = MT * KS <= 4;
   constexpr int KC = F8 ? KSUB / 32 : KSUB / 16; // k-chunks of P.V
-  constexpr int GP = PvGroup<MT, DN>::GP;
+  // One channel pair per P.V pass instead of PvGroup's two, on sm_90 at
+  // D = 128, where it measured faster: FP8PV fp32+fp16 without the mask
+  // (TMA tiles; +2.6 / +4.3 / +3.6 % attention at 1K / 4K / 16K, spills
+  // 148 / 152 -> 124 / 128 bytes) and the pvi8+splitv kernel under the
+  // mask, both bodies (+2.7 / +3.7 / +3.3 %).  Elsewhere it lost: fp32+fp16
+  // causal -1 %, pvi8+splitv without the mask -3 %, fp32+fp32 -1 %, FP16PV
+  // fp16+fp32 causal -3 to -4 % (H100; bench/NOTES.md, gp).  The other
+  // targets were not measured and keep their cubins.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
+  constexpr bool GP_ONE =
+      D == 128 && MT == 2 && ((ACC == ACC_FP32_FP16 && !CAUSAL && TMA) || (PRE && CAUSAL));
+#else
+  constexpr bool GP_ONE = false;
+#endif
+  constexpr int GP = GP_ONE ? 1 : PvGroup<MT, DN>::GP;
   // int32 -> float without the quarter-rate I2F: for |x| < 2^22,
   // float_bits(0x4B400000 + x) == 12582912 + x exactly (|S| <= 127*127*256).
   // Lazy-rescale threshold (log2 units) and the FP8 offset that keeps
