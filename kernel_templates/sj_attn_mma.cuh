@@ -301,7 +301,7 @@ template <int MT, int DN> struct PvGroup {
 // loaded the fused Q rows into qraw and waited for the quantizer already
 // (pvi8+splitv, which reads kv_finalize's choice before it picks a body).
 template <int FAM, int DT, int D, bool CAUSAL, int ACC, int WARP_Q, int STAGES, int KSUB,
-          bool PRE, bool TMA>
+          bool PRE, bool TMA, bool VH = false>
 __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
                                               u32x4 (&qraw_pre)[WARP_Q / 8][D / 32],
                                               const sj_tmap *tm) {
@@ -411,7 +411,6 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
   // Q fragments stay in registers when they are few; else they are re-read
   // from shared memory for every KV tile (registers go to O and S).
   constexpr bool Q_REGS = MT * KS <= 4;
-  constexpr int KC = F8 ? KSUB / 32 : KSUB / 16; // k-chunks of P.V
   // One channel pair per P.V pass instead of PvGroup's two, on sm_90 at
   // D = 128, where it measured faster: FP8PV fp32+fp16 without the mask
   // (TMA tiles; +2.6 / +4.3 / +3.6 % attention at 1K / 4K / 16K, spills
@@ -427,6 +426,22 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
   constexpr bool GP_ONE = false;
 #endif
   constexpr int GP = GP_ONE ? 1 : PvGroup<MT, DN>::GP;
+  // VH (a template argument; runtime/spec.c mma_vh sets it on sm_90):
+  // FP8PV's e4m3 P.V as the fp16 mma it is there.  sm_90 has no e4m3
+  // mma.sync: ptxas lowers each m16n8k32.e4m3 to two HMMA.16816 and
+  // converts both fragments to fp16 first, so every warp converted every
+  // V fragment of every tile (128 conversions per 64-key step and thread
+  // at D = 128; the cubin's F2FP count 450 -> 256 with VH).  With VH the
+  // CTA converts each V tile once, a tile ahead, into one of two fp16
+  // copies (D channel rows of 128 bytes in token order, the 128-byte
+  // swizzle: chunk c of row r at c ^ (r % 8)); P keeps its e4m3 rounding
+  // (packed to e4m3, then widened exactly), V its e4m3 values, so the
+  // products are the same and only the grouping of the fp16 MMAs' k-chunks
+  // differs.  The copies take 2 D BLK_K 2 bytes past the TMA stages, which
+  // the runtime adds to the launch (runtime/spec.c sj_spec_shape).
+  static_assert(!VH || (F8 && TMA && !I8 && !SPLIT), "VH: FP8PV's e4m3 modes with TMA tiles");
+  constexpr int VH_BYTES = D * BLK_K * 2; // one fp16 copy of a V tile
+  constexpr int KC = F8 && !VH ? KSUB / 32 : KSUB / 16; // k-chunks of P.V
   // int32 -> float without the quarter-rate I2F: for |x| < 2^22,
   // float_bits(0x4B400000 + x) == 12582912 + x exactly (|S| <= 127*127*256).
   // Lazy-rescale threshold (log2 units) and the FP8 offset that keeps
@@ -461,6 +476,7 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
 #endif
   u32 tbar0 = 0;         // TMA: the stages' mbarriers (8 bytes each)
   u8 *sKs0 = nullptr;    // TMA and KS_SMEM: the stages' K scales (16 bytes each)
+  u8 *sVh0 = nullptr;    // VH: the two fp16 copies of V tiles
   if constexpr (TMA) {
     const u32 base = smem_addr(smem);
     const u32 k0 = (base + S::Q_BYTES + 1023u) & ~1023u;
@@ -468,7 +484,9 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
     sV0 = sK0 + STAGES * TK_BYTES;
     tbar0 = smem_addr(sV0 + STAGES * TV_BYTES);
     sKs0 = sV0 + STAGES * TV_BYTES + 32;
+    sVh0 = sV0 + STAGES * TV_BYTES + 1024; // 1024-aligned: sV0 and the stages are
   }
+  static_assert(!VH || 32 + 16 * STAGES <= 1024, "VH: the mbarriers and K scales below the copies");
 
   // Causal: the heaviest Q blocks first (blocks run in launch order, so
   // the short diagonal ones fill the tail), one head after another or
@@ -609,6 +627,44 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
   }
   cp_async_wait<0>();
   __syncthreads(); // the Q tile (copied or stored) and the first K/V tiles
+  // VH: tile jt's e4m3 V^T (D rows of 64 bytes, the 64-byte swizzle,
+  // tokens permuted in groups of 16) into fp16 copy jt % 2 in token order,
+  // each thread 16-byte chunks of it: four e4m3 words in, two 16-byte fp16
+  // chunks out (both conflict-free: eight threads read two whole rows, and
+  // write even chunks of one row, odd of the next)
+  auto vh_convert = [&](const int jt) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    const u8 *src = sV0 + (jt % STAGES) * TV_BYTES;
+    u8 *dst = sVh0 + (jt & 1) * VH_BYTES;
+#pragma unroll
+    for (int it = 0; it < (D * 4 + NTHREADS - 1) / NTHREADS; it++) {
+      const int q = it * NTHREADS + threadIdx.x;
+      if ((D * 4) % NTHREADS == 0 || q < D * 4) {
+        const int r = q >> 2, c = q & 3, r8 = r & 7;
+        const uint4 w = *(const uint4 *)(src + r * BLK_K + (swz_chunk<BLK_K>(c, r8) << 4));
+        // word a of a permuted group of 16 tokens holds tokens 2a, 2a + 1,
+        // 8 + 2a, 9 + 2a (sj_quant.cuh v_perm_pos): its first pair goes to
+        // the chunk of tokens 0-7, its second to that of tokens 8-15
+        uint4 h0, h1;
+        e4m3x4_to_f16(w.x, h0.x, h1.x);
+        e4m3x4_to_f16(w.y, h0.y, h1.y);
+        e4m3x4_to_f16(w.z, h0.z, h1.z);
+        e4m3x4_to_f16(w.w, h0.w, h1.w);
+        *(uint4 *)(dst + r * 128 + (((2 * c) ^ r8) << 4)) = h0;
+        *(uint4 *)(dst + r * 128 + (((2 * c + 1) ^ r8) << 4)) = h1;
+      }
+    }
+#endif
+  };
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if constexpr (VH) {
+    if (n_tiles > 0) {
+      mbar_wait(tbar0, 0);
+      vh_convert(0);
+      __syncthreads(); // copy 0 for every warp
+    }
+  }
+#endif
   u32 qf[Q_REGS ? MT : 1][Q_REGS ? KS : 1][4];
   if (Q_REGS) {
 #pragma unroll
@@ -656,6 +712,7 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
     const int st = STAGES > 1 ? j % STAGES : 0;
     u8 *sK = sK0 + st * KST;
     u8 *sV = sV0 + st * VST;
+    const u8 *sVh = VH ? sVh0 + (j & 1) * VH_BYTES : nullptr; // VH: this tile's fp16 V copy
     if constexpr (TMA) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
       // the barrier proves every warp done with tile j - 1, whose stage
@@ -902,19 +959,25 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
     // P.V (and the row sums' P times ones) into fp32: the e4m3, bf16 or
     // fp16 mma of the family
     auto mma_p32 = [&](float *c, const u32 *pk, const u32 b0, const u32 b1) {
-      if (F8)
+      if (F8 && !VH)
         mma_e4m3_f32(c, pk, b0, b1);
       else if (PV_BF16)
         mma_bf16_f32(c, pk, b0, b1);
       else
         mma_f16_f32(c, pk, b0, b1);
     };
-    constexpr u32 P_ONES = F8 ? 0x38383838u : PV_BF16 ? 0x3F803F80u : 0x3C003C00u;
+    constexpr u32 P_ONES = F8 && !VH ? 0x38383838u : PV_BF16 ? 0x3F803F80u : 0x3C003C00u;
     // The B fragments of V for k-chunk kc and channel pair np: e4m3 V^T
     // rows (FP8) or 16-bit V rows transposed by ldmatrix
     auto v_frag = [&](const u8 *vb, const int kc, const int np, u32 &b0, u32 &b1, u32 &b2,
                       u32 &b3) {
-      if (F8) {
+      if (VH) {
+        // fp16 V^T rows: b0 / b1 keys 0-7 / 8-15 of the chunk for channels
+        // 0-7 of the pair, b2 / b3 for channels 8-15 (ch % 8 = lr)
+        const int ch = np * 16 + (mi >> 1) * 8 + lr;
+        const int c16 = ((koff + kc * 16) >> 3) + (mi & 1);
+        ldmatrix_x4(b0, b1, b2, b3, sVh + ch * 128 + ((c16 ^ lr) << 4));
+      } else if (F8) {
         const int ch = np * 16 + (mi >> 1) * 8 + lr;
         const int col = koff + kc * 32 + (mi & 1) * 16;
         // (TMA: 64-byte channel rows; ch % 8 = lr)
@@ -941,6 +1004,13 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
         pa[mt][kc][1] = pack4_u8(s0[2], s0[3], s1[2], s1[3]);
         pa[mt][kc][2] = pack4_u8(s2[0], s2[1], s3[0], s3[1]);
         pa[mt][kc][3] = pack4_u8(s2[2], s2[3], s3[2], s3[3]);
+      } else if (VH) {
+        // the fp16 A fragment of P rounded to e4m3 (exactly widened)
+        const float *s0 = sf[mt][2 * kc], *s1 = sf[mt][2 * kc + 1];
+        pa[mt][kc][0] = e4m3_round_f16x2(s0[0], s0[1]);
+        pa[mt][kc][1] = e4m3_round_f16x2(s0[2], s0[3]);
+        pa[mt][kc][2] = e4m3_round_f16x2(s1[0], s1[1]);
+        pa[mt][kc][3] = e4m3_round_f16x2(s1[2], s1[3]);
       } else if (F8) {
         const float *s0 = sf[mt][4 * kc], *s1 = sf[mt][4 * kc + 1];
         const float *s2 = sf[mt][4 * kc + 2], *s3 = sf[mt][4 * kc + 3];
@@ -1101,6 +1171,17 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
             if (I8) {
               mma_u8(acci[I8 ? mt : 0][I8 ? x0 : 0], pa[mt][kc], b0, b1);
               mma_u8(acci[I8 ? mt : 0][I8 ? x1 : 0], pa[mt][kc], b2, b3);
+            } else if (VH) {
+              if (TILE_F16) {
+                mma_f16_f16(acc16[TILE_F16 ? mt : 0][TILE_F16 ? 2 * pi : 0], pa[mt][kc], b0, b1);
+                mma_f16_f16(acc16[TILE_F16 ? mt : 0][TILE_F16 ? 2 * pi + 1 : 0], pa[mt][kc], b2, b3);
+              } else if (TWO_LEVEL) {
+                mma_f16_f32(acc[TWO_LEVEL && !I8 ? am : 0][TWO_LEVEL && !I8 ? x0 : 0], pa[mt][kc], b0, b1);
+                mma_f16_f32(acc[TWO_LEVEL && !I8 ? am : 0][TWO_LEVEL && !I8 ? x1 : 0], pa[mt][kc], b2, b3);
+              } else {
+                mma_f16_f32(o[mt][2 * np], pa[mt][kc], b0, b1);
+                mma_f16_f32(o[mt][2 * np + 1], pa[mt][kc], b2, b3);
+              }
             } else if (F8) {
               if (TILE_F16) {
                 mma_e4m3_f16(acc16[TILE_F16 ? mt : 0][TILE_F16 ? 2 * pi : 0], pa[mt][kc], b0, b1);
@@ -1172,6 +1253,17 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
       else
         step(sub, false);
     }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if constexpr (VH) {
+      // the next tile's fp16 V copy, published by the barrier at its top
+      // (every warp is past the one of this tile, so done with the copy
+      // of tile j - 1 that this one overwrites)
+      if (j + 1 < n_tiles) {
+        mbar_wait(tbar0 + 8 * ((j + 1) % STAGES), ((j + 1) / STAGES) & 1);
+        vh_convert(j + 1);
+      }
+    }
+#endif
     if (STAGES == 2 || (STAGES == 1 && j + 1 < n_tiles))
       __syncthreads(); // the stage read here is refilled next
   }
@@ -1236,8 +1328,10 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
 // its cubin as it was (an explicit 1 changes ptxas's allocation).
 // The kernel takes sj_attn_args, or with TMA tiles sj_wgmma_args (the two
 // tensor maps tk and tv in front of it; runtime/attention.c mma_tma_maps).
+// VH (TMA tiles, FP8PV's e4m3 modes): P.V as fp16 mma on e4m3 values
+// (attn_mma_body; runtime/spec.c mma_vh picks it, on sm_90).
 template <int FAM, int DT, int D, bool CAUSAL, int ACC, int WARP_Q, int STAGES, int KSUB,
-          bool TMA = false>
+          bool TMA = false, bool VH = false>
 __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32,
                                   ACC == ACC_PVI8_SPLITV && D == 32 ? 3 : 0)
     attn_mma(const __grid_constant__ typename MmaArgs<TMA>::type p) {
@@ -1263,7 +1357,7 @@ __global__ void __launch_bounds__(BLK_Q / WARP_Q * 32,
       attn_mma_body<FAM, DT, D, CAUSAL, ACC_FP32_FP32_SPLITV, WARP_Q, STAGES, KSUB, true,
                     false>(a, qraw, tm);
   } else {
-    attn_mma_body<FAM, DT, D, CAUSAL, ACC, WARP_Q, STAGES, KSUB, false, TMA>(a, qraw, tm);
+    attn_mma_body<FAM, DT, D, CAUSAL, ACC, WARP_Q, STAGES, KSUB, false, TMA, VH>(a, qraw, tm);
   }
 }
 } // namespace sj

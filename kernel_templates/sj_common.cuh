@@ -165,6 +165,35 @@ __device__ __forceinline__ u32 pack4_e4m3(float x0, float x1, float x2, float x3
 }
 __device__ __forceinline__ float f16lo(u32 w) { return h2f((u16)(w & 0xffffu)); }
 __device__ __forceinline__ float f16hi(u32 w) { return h2f((u16)(w >> 16)); }
+// Four e4m3 bytes (the low byte first) -> two fp16 pairs, exactly: h0
+// holds bytes 0 and 1, h1 bytes 2 and 3.  Needs sm_89 or newer.
+__device__ __forceinline__ void e4m3x4_to_f16(u32 w, u32 &h0, u32 &h1) {
+#if __CUDA_ARCH__ >= 890
+  asm("{\n.reg .b16 lo, hi;\n"
+      "mov.b32 {lo, hi}, %2;\n"
+      "cvt.rn.f16x2.e4m3x2 %0, lo;\n"
+      "cvt.rn.f16x2.e4m3x2 %1, hi;\n}"
+      : "=r"(h0), "=r"(h1)
+      : "r"(w));
+#else
+  h0 = h1 = 0u;
+#endif
+}
+// Two floats rounded to e4m3 (nearest, saturating to +-448) and widened
+// exactly to an fp16 pair, lo in the low half.  Needs sm_89 or newer.
+__device__ __forceinline__ u32 e4m3_round_f16x2(float lo, float hi) {
+#if __CUDA_ARCH__ >= 890
+  u32 r;
+  asm("{\n.reg .b16 e;\n"
+      "cvt.rn.satfinite.e4m3x2.f32 e, %2, %1;\n"
+      "cvt.rn.f16x2.e4m3x2 %0, e;\n}"
+      : "=r"(r)
+      : "f"(lo), "f"(hi));
+  return r;
+#else
+  return 0u;
+#endif
+}
 // Four e4m3 bytes (the low byte first) -> floats, exactly (every e4m3
 // value is an fp16 value).  Needs sm_89 or newer.
 __device__ __forceinline__ void unpack4_e4m3(u32 w, float (&x)[4]) {

@@ -241,7 +241,7 @@ static sj_status plan_options(sj_context *ctx, const options *o, sj_dtype dt,
   /* attn_mma's TMA tiles need the same driver entry point: without it the
    * cp.async form of the kernel */
   if (out->tma && ctx->cu && !ctx->cu->TensorMapEncodeTiled)
-    out->tma = out->specs[3].tma = 0;
+    out->tma = out->specs[3].tma = out->specs[3].vh = 0;
   return SJ_OK;
 }
 

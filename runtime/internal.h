@@ -195,6 +195,9 @@ typedef struct sj_spec {
                        one, without a producer warpgroup) */
   int tma;          /* attn_mma: K/V tiles by TMA (the kernel takes
                        sj_wgmma_args); see sj_plan.tma */
+  int vh;           /* attn_mma with TMA tiles, FP8PV's e4m3 modes: P.V as
+                       fp16 mma on e4m3 values, V converted once per CTA
+                       and tile (runtime/spec.c mma_vh) */
 } sj_spec;
 
 /* 64-row consumer warpgroups of a wgmma CTA (wg_consumers 0, "solo", is

@@ -105,12 +105,13 @@ int sj_spec_name(const sj_spec *s, char *buf, size_t size) {
       break;
     }
     /* (the granularity is the kernel argument sj_attn_args.quant) */
-    /* (TMA tiles: a ninth argument, true; the others keep its default) */
+    /* (TMA tiles: a ninth argument, true, and VH a tenth; the others keep
+     * their defaults) */
     n = snprintf(buf, size, "sj::attn_mma<%s,%s,%d,%s,%s,%d,%d,%d%s>",
                  family_name(s->family), dtype_name(s->dtype), s->head_dim,
                  s->causal ? "true" : "false",
                  accum_name(s->accum), s->warp_q, s->stages, s->ksub,
-                 s->tma ? ",true" : "");
+                 s->tma ? (s->vh ? ",true,true" : ",true") : "");
     break;
   case SJ_KERNEL_REFERENCE:
     n = snprintf(buf, size, "sj::reference_attn<%s,%d>", dtype_name(s->dtype),
@@ -134,6 +135,12 @@ static int attn_smem(sj_family fam, int d, int stages, int split) {
   const int v = fam == SJ_FAMILY_FP8PV ? (split ? 2 : 1) * d * (BLK_K + 16)
                                        : BLK_K * (2 * d + 16);
   return q + stages * (k + v);
+}
+
+/* The two fp16 copies of V tiles that attn_mma's VH keeps past its TMA
+ * stages (sj_attn_mma.cuh): D channel rows of BLK_K 16-bit tokens each. */
+static int vh_smem(const sj_spec *s) {
+  return s->tma && s->vh ? 2 * s->head_dim * BLK_K * 2 : 0;
 }
 
 /* Dynamic shared memory of attn_wgmma (WgSmem in sj_attn_wgmma.cuh), plus
@@ -172,7 +179,8 @@ sj_launch_shape sj_spec_shape(const sj_spec *s) {
       break;
     }
     sh.threads = BLK_Q / s->warp_q * 32;
-    sh.smem_bytes = attn_smem(s->family, s->head_dim, s->stages, mma_split_v(s->accum));
+    sh.smem_bytes = attn_smem(s->family, s->head_dim, s->stages, mma_split_v(s->accum)) +
+                    vh_smem(s);
     break;
   case SJ_KERNEL_REFERENCE:
     sh.threads = 128;
@@ -275,21 +283,23 @@ static int mma_tma(const sj_target *t, sj_family fam, sj_pv_accum acc, int d,
       return !causal;
     case SJ_ACCUM_PVI8:
       return causal;
-    default: /* fp32+fp16: -2 to -4 % */
+    case SJ_ACCUM_FP32_FP16: /* causal with VH: +4.3-5.1 % (not without the
+                                mask: -2 to -4 %, -5 % with VH) */
+      return causal;
+    default:
       return 0;
     }
   }
   if (d == 96) {
     switch (acc) {
-    case SJ_ACCUM_FP32: /* FP16PV's default; FP8PV's ties */
-      return fam == SJ_FAMILY_FP16PV;
+    case SJ_ACCUM_FP32: /* FP16PV's default; FP8PV's with VH (without it a tie) */
     case SJ_ACCUM_FP16_FP32:
     case SJ_ACCUM_PVI8:
     case SJ_ACCUM_PVI8_SPLITV:
       return 1;
-    case SJ_ACCUM_FP32_FP16:
+    case SJ_ACCUM_FP32_FP16: /* causal: with VH only */
     case SJ_ACCUM_FP32_FP32:
-      return !causal;
+      return 1;
     default:
       return 0;
     }
@@ -299,12 +309,12 @@ static int mma_tma(const sj_target *t, sj_family fam, sj_pv_accum acc, int d,
   if (d == 128 ? stages < 3 : stages != 2)
     return 0;
   switch (acc) {
-  case SJ_ACCUM_FP32: /* FP16PV's default; FP8PV's never */
-    return fam == SJ_FAMILY_FP16PV && d == 128;
+  case SJ_ACCUM_FP32: /* FP16PV's default; FP8PV's with VH (never without) */
+    return d == 128 || (fam == SJ_FAMILY_FP8PV && !causal);
   case SJ_ACCUM_FP16_FP32:
     return 1;
-  case SJ_ACCUM_FP32_FP32:
-    return d == 128 || causal;
+  case SJ_ACCUM_FP32_FP32: /* D = 64 without the mask: with VH */
+    return 1;
   case SJ_ACCUM_FP32_FP16:
     return d == 128;
   case SJ_ACCUM_PVI8:
@@ -312,6 +322,51 @@ static int mma_tma(const sj_target *t, sj_family fam, sj_pv_accum acc, int d,
     return d == 128 && !causal;
   default:
     return 0;
+  }
+}
+
+/* attn_mma's VH (sj_attn_mma.cuh): where FP8PV's e4m3 modes take their
+ * P.V as fp16 mma on e4m3 values, the CTA converting each V tile once into
+ * an fp16 copy, instead of ptxas's conversion of both fragments before
+ * each HMMA pair of the emulated e4m3 mma (every warp, every tile).  On
+ * sm_90 only (sm_89 and Blackwell have the e4m3 mma.sync), with TMA tiles
+ * (the copies' addresses follow the TMA swizzle).  H100, one call, two
+ * rounds, attention against the tree (which had cp.async where TMA is new
+ * below; bench/NOTES.md vh), 4K / 16K (1K too at D = 128):
+ *   fp32       D = 128 +20 / +24 / +25 % (causal +12 / +17 / +15 %), D = 96
+ *              +16 / +16 % (+11 / +11 %), D = 256 +5 / +6 % (+7 / +8 %),
+ *              D = 64 +5 / +5 % (not causal: -2 %; D = 32 -3 to 0 %)
+ *   fp32+fp16  D = 128 causal +3.8 / +3.0 / +0.6 %, D = 96 +6 / +5 % (causal
+ *              +13 / +15 %), D = 32 causal +5 / +5 %; not D = 128 without the
+ *              mask (-3.5 to -4 %), D = 64 (-3.5 to -9.5 %), D = 256 (-1.5 %,
+ *              causal -13 %), D = 32 without the mask (-5 %)
+ *   fp32+fp32  D = 128 +7 / +8 / +8 % (causal +6 / +6 / +6 %), D = 96 +5 /
+ *              +7 % (+9 / +8 %), D = 64 +5 / +5 % (+3 / +4 %); not D = 32 or
+ *              256 (-2 to 0 %)
+ * SAGEJIT_TUNE "vh=0" / "vh=1" forces it off / on wherever the template
+ * has it (A/B runs; in the name expression, hence in the cache key). */
+static int mma_vh(const sj_target *t, sj_family fam, sj_pv_accum acc, int d, int causal,
+                  int stages) {
+  if (fam != SJ_FAMILY_FP8PV ||
+      (acc != SJ_ACCUM_FP32 && acc != SJ_ACCUM_FP32_FP16 && acc != SJ_ACCUM_FP32_FP32) ||
+      attn_smem(fam, d, stages, 0) + 2 * d * BLK_K * 2 > t->smem_optin)
+    return 0;
+  const int forced = sj_tune_int("vh=", 0, 1, -1);
+  if (forced >= 0)
+    return forced;
+  if (t->sm != 90)
+    return 0;
+  switch (d) {
+  case 32:
+    return acc == SJ_ACCUM_FP32_FP16 && causal;
+  case 64:
+    return acc == SJ_ACCUM_FP32 ? !causal : acc == SJ_ACCUM_FP32_FP32;
+  case 96:
+    return 1;
+  case 128:
+    return acc != SJ_ACCUM_FP32_FP16 || causal;
+  default: /* 256 */
+    return acc == SJ_ACCUM_FP32;
   }
 }
 
@@ -580,6 +635,8 @@ sj_status sj_plan_make(const sj_target *t, sj_family fam, sj_dtype dt,
   sp[2].accum = sj_v_mode(acc) ? acc : 0;
   sp[3] = base;
   sp[3].kind = SJ_KERNEL_ATTN;
+  sp[3].vh = fam != SJ_FAMILY_WGMMA && out->tma &&
+             mma_vh(t, fam, acc, head_dim, out->causal, out->stages);
   /* one quantizer and one attention kernel serve the three granularities
    * (a kernel argument, sj_quant_args.quant and sj_attn_args.quant): they
    * differ only in the scale groups' bookkeeping, once per block, and in

@@ -142,7 +142,8 @@ static void test_plan_defaults(void **state) {
   /* causal calls on sm_90: two stages at D = 32, at D = 96 where the
    * tiles come by TMA (measured faster there, bench/NOTES.md st2), and at
    * D = 128 for FP16PV fp32 and fp16+fp32 and FP8PV pvi8+splitv, in TMA
-   * tiles (st128); three without the mask, for D = 96's cp.async modes,
+   * tiles (st128); three without the mask, for D = 96's cp.async mode
+   * (split V),
    * D = 128's other modes and on other targets (sm_80 and sm_89 have room
    * for two stages only at D = 128) */
   {
@@ -155,8 +156,9 @@ static void test_plan_defaults(void **state) {
         {&t90, SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8_SPLITV, 96, 1, 2, 1},
         {&t90, SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8_SPLITV, 96, 0, 3, 1},
         {&t90, SJ_FAMILY_FP16PV, SJ_ACCUM_FP32, 96, 1, 2, 1},
-        {&t90, SJ_FAMILY_FP8PV, SJ_ACCUM_FP32, 96, 1, 3, 0},
-        {&t90, SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP32, 96, 1, 3, 0},
+        {&t90, SJ_FAMILY_FP8PV, SJ_ACCUM_FP32, 96, 1, 2, 1},
+        {&t90, SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP32, 96, 1, 2, 1},
+        {&t90, SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP32_SPLITV, 96, 1, 3, 0},
         {&t90, SJ_FAMILY_FP16PV, SJ_ACCUM_FP32, 32, 1, 2, 0},
         {&t90, SJ_FAMILY_FP16PV, SJ_ACCUM_FP32, 32, 0, 3, 0},
         {&t90, SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP32, 32, 1, 2, 1},
@@ -172,7 +174,7 @@ static void test_plan_defaults(void **state) {
         {&t90, SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8_SPLITV, 128, 0, 3, 1},
         {&t90, SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP32, 128, 1, 3, 1},
         {&t90, SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP16, 128, 1, 3, 1},
-        {&t90, SJ_FAMILY_FP8PV, SJ_ACCUM_FP32, 128, 1, 3, 0},
+        {&t90, SJ_FAMILY_FP8PV, SJ_ACCUM_FP32, 128, 1, 3, 1},
         {&t90, SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8, 128, 1, 3, 0},
         {&t89, SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8_SPLITV, 128, 1, 2, 0},
         {&t80, SJ_FAMILY_FP16PV, SJ_ACCUM_FP32, 128, 1, 2, 0},
@@ -584,7 +586,8 @@ static void test_plan_rejects(void **state) {
 /* attn_mma's TMA tiles (runtime/spec.c mma_tma): on sm_90 where the A/B
  * won, nowhere else, and SAGEJIT_TUNE forces them for A/B runs; the spec's
  * name carries the ninth template argument only when they are on (every
- * other name, hence cache key layout, is as before). */
+ * other name, hence cache key layout, is as before), and the tenth, VH
+ * (mma_vh), only when that is on too. */
 static void test_plan_tma(void **state) {
   (void)state;
   sj_target t80, t89, t90, t100, t120;
@@ -597,50 +600,57 @@ static void test_plan_tma(void **state) {
   static const struct {
     sj_family fam;
     sj_pv_accum acc;
-    int d, causal, tma;
+    int d, causal, tma, vh;
   } want[] = {
-      {SJ_FAMILY_FP16PV, SJ_ACCUM_FP32, 128, 0, 1},
-      {SJ_FAMILY_FP16PV, SJ_ACCUM_FP32, 128, 1, 1},
-      {SJ_FAMILY_FP16PV, SJ_ACCUM_FP32, 64, 0, 0},
-      {SJ_FAMILY_FP16PV, SJ_ACCUM_FP16_FP32, 64, 1, 1},
-      {SJ_FAMILY_FP16PV, SJ_ACCUM_FP16_FP32, 128, 0, 1},
-      {SJ_FAMILY_FP16PV, SJ_ACCUM_FP32, 32, 0, 0},
-      {SJ_FAMILY_FP16PV, SJ_ACCUM_FP16_FP32, 32, 0, 1},
-      {SJ_FAMILY_FP16PV, SJ_ACCUM_FP16_FP32, 32, 1, 0},
-      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32, 32, 1, 1},
-      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP16, 32, 0, 0},
-      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP32, 32, 1, 1},
-      {SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8, 32, 0, 0},
-      {SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8, 32, 1, 1},
-      {SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8_SPLITV, 32, 0, 1},
-      {SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8_SPLITV, 32, 1, 0},
-      {SJ_FAMILY_FP16PV, SJ_ACCUM_FP32, 96, 0, 1},
-      {SJ_FAMILY_FP16PV, SJ_ACCUM_FP16_FP32, 96, 1, 1},
-      {SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8_SPLITV, 96, 0, 1},
-      {SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8, 96, 1, 1},
-      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32, 96, 0, 0},
-      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP16, 96, 0, 1},
-      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP16, 96, 1, 0},
-      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP32, 96, 0, 1},
-      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP32, 96, 1, 0},
-      {SJ_FAMILY_FP16PV, SJ_ACCUM_FP32, 256, 0, 1},
-      {SJ_FAMILY_FP16PV, SJ_ACCUM_FP16_FP32, 256, 1, 1},
-      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32, 256, 0, 1},
-      {SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8_SPLITV, 256, 1, 1},
-      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP32_SPLITV, 256, 0, 0},
-      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32, 128, 0, 0},
-      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP32, 128, 1, 1},
-      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP32, 64, 1, 1},
-      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP32, 64, 0, 0},
-      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP16, 128, 1, 1},
-      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP16, 64, 0, 0},
-      {SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8, 128, 0, 1},
-      {SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8, 128, 1, 0},
-      {SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8_SPLITV, 128, 0, 1},
-      {SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8_SPLITV, 128, 1, 1}, /* in two stages */
-      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP32_SPLITV, 128, 0, 0},
-      {SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8_SPLITV, 64, 0, 0},
-      {SJ_FAMILY_WGMMA, SJ_ACCUM_PVI8_SPLITV, 128, 0, 0},
+      {SJ_FAMILY_FP16PV, SJ_ACCUM_FP32, 128, 0, 1, 0},
+      {SJ_FAMILY_FP16PV, SJ_ACCUM_FP32, 128, 1, 1, 0},
+      {SJ_FAMILY_FP16PV, SJ_ACCUM_FP32, 64, 0, 0, 0},
+      {SJ_FAMILY_FP16PV, SJ_ACCUM_FP16_FP32, 64, 1, 1, 0},
+      {SJ_FAMILY_FP16PV, SJ_ACCUM_FP16_FP32, 128, 0, 1, 0},
+      {SJ_FAMILY_FP16PV, SJ_ACCUM_FP32, 32, 0, 0, 0},
+      {SJ_FAMILY_FP16PV, SJ_ACCUM_FP16_FP32, 32, 0, 1, 0},
+      {SJ_FAMILY_FP16PV, SJ_ACCUM_FP16_FP32, 32, 1, 0, 0},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32, 32, 1, 1, 0},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP16, 32, 0, 0, 0},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP32, 32, 1, 1, 0},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8, 32, 0, 0, 0},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8, 32, 1, 1, 0},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8_SPLITV, 32, 0, 1, 0},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8_SPLITV, 32, 1, 0, 0},
+      {SJ_FAMILY_FP16PV, SJ_ACCUM_FP32, 96, 0, 1, 0},
+      {SJ_FAMILY_FP16PV, SJ_ACCUM_FP16_FP32, 96, 1, 1, 0},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8_SPLITV, 96, 0, 1, 0},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8, 96, 1, 1, 0},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32, 96, 0, 1, 1},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP16, 96, 0, 1, 1},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP16, 96, 1, 1, 1},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP32, 96, 0, 1, 1},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP32, 96, 1, 1, 1},
+      {SJ_FAMILY_FP16PV, SJ_ACCUM_FP32, 256, 0, 1, 0},
+      {SJ_FAMILY_FP16PV, SJ_ACCUM_FP16_FP32, 256, 1, 1, 0},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32, 256, 0, 1, 1},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8_SPLITV, 256, 1, 1, 0},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP32_SPLITV, 256, 0, 0, 0},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32, 128, 0, 1, 1},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP32, 128, 1, 1, 1},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP32, 64, 1, 1, 1},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP32, 64, 0, 1, 1},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP16, 128, 1, 1, 1},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP16, 64, 0, 0, 0},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8, 128, 0, 1, 0},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8, 128, 1, 0, 0},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8_SPLITV, 128, 0, 1, 0},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8_SPLITV, 128, 1, 1, 0}, /* in two stages */
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP32_SPLITV, 128, 0, 0, 0},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8_SPLITV, 64, 0, 0, 0},
+      {SJ_FAMILY_WGMMA, SJ_ACCUM_PVI8_SPLITV, 128, 0, 0, 0},
+      /* VH (mma_vh) */
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP16, 32, 1, 1, 1},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32, 64, 0, 1, 1},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32, 64, 1, 0, 0},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP16, 128, 0, 1, 0},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP16, 256, 1, 1, 0},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP32, 256, 0, 1, 0},
   };
   char msg[256], name[160];
   sj_plan p;
@@ -657,14 +667,20 @@ static void test_plan_tma(void **state) {
     assert_int_equal(sj_spec_name(&p.specs[3], name, sizeof name), 0);
     const char *tail = strrchr(name, ',');
     assert_non_null(tail);
-    if (want[i].fam != SJ_FAMILY_WGMMA)
+    if (p.specs[3].vh != want[i].vh)
+      fail_msg("case %zu: vh %d, want %d", i, p.specs[3].vh, want[i].vh);
+    for (int k = 0; k < 3; k++)
+      assert_int_equal(p.specs[k].vh, 0);
+    if (want[i].fam != SJ_FAMILY_WGMMA) {
       assert_int_equal(!strcmp(tail, ",true>"), want[i].tma);
+      assert_int_equal(strstr(name, ",true,true>") != NULL, want[i].vh);
+    }
     /* the same shared memory either way (the swizzled stages fit the
-     * padded ones' bytes) */
+     * padded ones' bytes), and VH's two fp16 V copies on top */
     sj_plan q = p;
     q.specs[3].tma = 0;
     assert_int_equal(sj_spec_shape(&p.specs[3]).smem_bytes,
-                     sj_spec_shape(&q.specs[3]).smem_bytes);
+                     sj_spec_shape(&q.specs[3]).smem_bytes + want[i].vh * 2 * want[i].d * 64 * 2);
   }
   /* no other target takes it by default */
   const sj_target *others[] = {&t80, &t89, &t100, &t120};
@@ -706,6 +722,31 @@ static void test_plan_tma(void **state) {
       fail_msg("forced case %zu (%s): tma %d, want %d", i, forced[i].tune, p.tma,
                forced[i].tma);
   }
+  /* VH forced (an A/B knob): on wherever the template has it (FP8PV's e4m3
+   * modes with TMA tiles, any target that has TMA), off on request */
+  const struct {
+    const char *tune;
+    const sj_target *t;
+    sj_pv_accum acc;
+    int d, vh;
+  } fvh[] = {
+      {"vh=0", &t90, SJ_ACCUM_FP32_FP32, 128, 0},
+      {"vh=1", &t90, SJ_ACCUM_FP32_FP16, 128, 1},
+      {"tma=1,vh=1", &t100, SJ_ACCUM_FP32, 128, 1},
+      {"vh=1", &t90, SJ_ACCUM_PVI8, 128, 0},     /* INT8 P.V */
+      {"vh=1", &t90, SJ_ACCUM_FP32_FP16, 64, 0}, /* cp.async tiles */
+      {"vh=1", &t89, SJ_ACCUM_FP32_FP32, 128, 0},
+  };
+  for (size_t i = 0; i < sizeof fvh / sizeof *fvh; i++) {
+    setenv("SAGEJIT_TUNE", fvh[i].tune, 1);
+    assert_int_equal(sj_plan_make(fvh[i].t, SJ_FAMILY_FP8PV, SJ_DTYPE_FP16, fvh[i].d, 0, 0,
+                                  fvh[i].acc, -1, -1, &p, msg, sizeof msg),
+                     SJ_OK);
+    if (p.specs[3].vh != fvh[i].vh)
+      fail_msg("forced VH case %zu (%s): vh %d, want %d", i, fvh[i].tune, p.specs[3].vh,
+               fvh[i].vh);
+  }
+  unsetenv("SAGEJIT_TUNE");
   /* four stages (an A/B knob): only with TMA tiles, else back to three */
   const struct {
     const sj_target *t;
@@ -714,7 +755,7 @@ static void test_plan_tma(void **state) {
   } four[] = {
       {&t90, SJ_ACCUM_FP32_FP16, 4, 1},
       {&t90, SJ_ACCUM_PVI8, 4, 1},
-      {&t90, SJ_ACCUM_FP32, 3, 0},      /* FP8PV fp32: no TMA */
+      {&t90, SJ_ACCUM_FP32_FP32_SPLITV, 3, 0}, /* split V: no TMA */
       {&t89, SJ_ACCUM_FP32_FP32, 3, 0}, /* no TMA below sm_90 */
   };
   setenv("SAGEJIT_TUNE", "stages=4", 1);
