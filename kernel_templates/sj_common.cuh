@@ -199,12 +199,7 @@ __device__ __forceinline__ u32 e4m3_round_f16x2(float lo, float hi) {
 __device__ __forceinline__ void unpack4_e4m3(u32 w, float (&x)[4]) {
 #if __CUDA_ARCH__ >= 890
   u32 h0, h1;
-  asm("{\n.reg .b16 lo, hi;\n"
-      "mov.b32 {lo, hi}, %2;\n"
-      "cvt.rn.f16x2.e4m3x2 %0, lo;\n"
-      "cvt.rn.f16x2.e4m3x2 %1, hi;\n}"
-      : "=r"(h0), "=r"(h1)
-      : "r"(w));
+  e4m3x4_to_f16(w, h0, h1);
   x[0] = f16lo(h0);
   x[1] = f16hi(h0);
   x[2] = f16lo(h1);
