@@ -966,6 +966,13 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
       else
         mma_f16_f32(c, pk, b0, b1);
     };
+    // P.V into an fp16 tile accumulator (fp32+fp16, fp16+fp32)
+    auto mma_p16 = [&](u32 *c, const u32 *pk, const u32 b0, const u32 b1) {
+      if (F8 && !VH)
+        mma_e4m3_f16(c, pk, b0, b1);
+      else
+        mma_f16_f16(c, pk, b0, b1);
+    };
     constexpr u32 P_ONES = F8 && !VH ? 0x38383838u : PV_BF16 ? 0x3F803F80u : 0x3C003C00u;
     // The B fragments of V for k-chunk kc and channel pair np: e4m3 V^T
     // rows (FP8) or 16-bit V rows transposed by ldmatrix
@@ -1171,39 +1178,15 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
             if (I8) {
               mma_u8(acci[I8 ? mt : 0][I8 ? x0 : 0], pa[mt][kc], b0, b1);
               mma_u8(acci[I8 ? mt : 0][I8 ? x1 : 0], pa[mt][kc], b2, b3);
-            } else if (VH) {
-              if (TILE_F16) {
-                mma_f16_f16(acc16[TILE_F16 ? mt : 0][TILE_F16 ? 2 * pi : 0], pa[mt][kc], b0, b1);
-                mma_f16_f16(acc16[TILE_F16 ? mt : 0][TILE_F16 ? 2 * pi + 1 : 0], pa[mt][kc], b2, b3);
-              } else if (TWO_LEVEL) {
-                mma_f16_f32(acc[TWO_LEVEL && !I8 ? am : 0][TWO_LEVEL && !I8 ? x0 : 0], pa[mt][kc], b0, b1);
-                mma_f16_f32(acc[TWO_LEVEL && !I8 ? am : 0][TWO_LEVEL && !I8 ? x1 : 0], pa[mt][kc], b2, b3);
-              } else {
-                mma_f16_f32(o[mt][2 * np], pa[mt][kc], b0, b1);
-                mma_f16_f32(o[mt][2 * np + 1], pa[mt][kc], b2, b3);
-              }
-            } else if (F8) {
-              if (TILE_F16) {
-                mma_e4m3_f16(acc16[TILE_F16 ? mt : 0][TILE_F16 ? 2 * pi : 0], pa[mt][kc], b0, b1);
-                mma_e4m3_f16(acc16[TILE_F16 ? mt : 0][TILE_F16 ? 2 * pi + 1 : 0], pa[mt][kc], b2, b3);
-              } else if (TWO_LEVEL) {
-                mma_e4m3_f32(acc[TWO_LEVEL && !I8 ? am : 0][TWO_LEVEL && !I8 ? x0 : 0], pa[mt][kc], b0, b1);
-                mma_e4m3_f32(acc[TWO_LEVEL && !I8 ? am : 0][TWO_LEVEL && !I8 ? x1 : 0], pa[mt][kc], b2, b3);
-              } else {
-                mma_e4m3_f32(o[mt][2 * np], pa[mt][kc], b0, b1);
-                mma_e4m3_f32(o[mt][2 * np + 1], pa[mt][kc], b2, b3);
-              }
+            } else if (TILE_F16) {
+              mma_p16(acc16[TILE_F16 ? mt : 0][TILE_F16 ? 2 * pi : 0], pa[mt][kc], b0, b1);
+              mma_p16(acc16[TILE_F16 ? mt : 0][TILE_F16 ? 2 * pi + 1 : 0], pa[mt][kc], b2, b3);
+            } else if (TWO_LEVEL) { // (FP8PV's fp32+fp32)
+              mma_p32(acc[TWO_LEVEL && !I8 ? am : 0][TWO_LEVEL && !I8 ? x0 : 0], pa[mt][kc], b0, b1);
+              mma_p32(acc[TWO_LEVEL && !I8 ? am : 0][TWO_LEVEL && !I8 ? x1 : 0], pa[mt][kc], b2, b3);
             } else {
-              if (TILE_F16) {
-                mma_f16_f16(acc16[TILE_F16 ? mt : 0][TILE_F16 ? 2 * pi : 0], pa[mt][kc], b0, b1);
-                mma_f16_f16(acc16[TILE_F16 ? mt : 0][TILE_F16 ? 2 * pi + 1 : 0], pa[mt][kc], b2, b3);
-              } else if (PV_BF16) {
-                mma_bf16_f32(o[mt][2 * np], pa[mt][kc], b0, b1);
-                mma_bf16_f32(o[mt][2 * np + 1], pa[mt][kc], b2, b3);
-              } else {
-                mma_f16_f32(o[mt][2 * np], pa[mt][kc], b0, b1);
-                mma_f16_f32(o[mt][2 * np + 1], pa[mt][kc], b2, b3);
-              }
+              mma_p32(o[mt][2 * np], pa[mt][kc], b0, b1);
+              mma_p32(o[mt][2 * np + 1], pa[mt][kc], b2, b3);
             }
           }
         }

@@ -139,9 +139,8 @@ static int attn_smem(sj_family fam, int d, int stages, int split) {
 
 /* The two fp16 copies of V tiles that attn_mma's VH keeps past its TMA
  * stages (sj_attn_mma.cuh): D channel rows of BLK_K 16-bit tokens each. */
-static int vh_smem(const sj_spec *s) {
-  return s->tma && s->vh ? 2 * s->head_dim * BLK_K * 2 : 0;
-}
+static int vh_bytes(int d) { return 2 * d * BLK_K * 2; }
+static int vh_smem(const sj_spec *s) { return s->tma && s->vh ? vh_bytes(s->head_dim) : 0; }
 
 /* Dynamic shared memory of attn_wgmma (WgSmem in sj_attn_wgmma.cuh), plus
  * room to round its base up to 1024 bytes: the kernel declares the buffer
@@ -349,7 +348,7 @@ static int mma_vh(const sj_target *t, sj_family fam, sj_pv_accum acc, int d, int
                   int stages) {
   if (fam != SJ_FAMILY_FP8PV ||
       (acc != SJ_ACCUM_FP32 && acc != SJ_ACCUM_FP32_FP16 && acc != SJ_ACCUM_FP32_FP32) ||
-      attn_smem(fam, d, stages, 0) + 2 * d * BLK_K * 2 > t->smem_optin)
+      attn_smem(fam, d, stages, 0) + vh_bytes(d) > t->smem_optin)
     return 0;
   const int forced = sj_tune_int("vh=", 0, 1, -1);
   if (forced >= 0)
