@@ -399,8 +399,13 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
   // 1K / 4K / 16K (H200): D = 32 +2.8 / +5.6 / +7.4 % over LEAN alone, D = 64
   // +3.1-3.5 % (+3.2-5.2 % with LEAN), D = 96 +1.3 / +2.3 / +2.8 %.  Not
   // at D = 256 causal (-0.5 to -0.8 % against LEAN alone), non-causal D = 64
-  // (-2.0 to -4.5 %) or D = 128 (-1.5 to -2.8 %): bench/NOTES.md m12.
-  constexpr bool CHUNKED = !F8 && !TWO_LEVEL && CAUSAL && (D == 32 || D == 64 || D == 96);
+  // (-2.0 to -4.5 %) or D = 128 (-1.5 to -2.8 %): bench/NOTES.md m12.  With
+  // TMA tiles, non-causal D = 128 gained (attention +2.1 / +1.7 / -0.2 %,
+  // end to end +1.2 / -0.3 / -0.1 %, H100; spills 20 / 36 -> 16 / 20
+  // bytes): bench/NOTES.md chk128.  Causal D = 128 with TMA lost 0.6-1.2 %
+  // (er128), so it keeps the hybrid row sums there.
+  constexpr bool CHUNKED = !F8 && !TWO_LEVEL &&
+                           ((CAUSAL && (D == 32 || D == 64 || D == 96)) || (!CAUSAL && D == 128 && TMA));
   // The chunked step has no split-V pass, no INT8 P, no bf16 -> fp16 V and
   // no two-level fold: it must stay in the fp32 mode.
   static_assert(!CHUNKED || !TWO_LEVEL, "CHUNKED is written for the fp32 mode only");
