@@ -21,7 +21,7 @@ target_compile_definitions(sj_fake_cuda PRIVATE _GNU_SOURCE)
 target_compile_options(sj_fake_cuda PRIVATE ${SJ_WARNINGS})
 target_link_libraries(sj_fake_cuda PRIVATE Threads::Threads)
 set_target_properties(sj_fake_cuda PROPERTIES C_VISIBILITY_PRESET default)
-# No TIMEOUT of its own (ctest's 600 s): its cold calls compile with NVRTC,
+# No TIMEOUT of its own (sj_add_test's 600 s): its cold calls compile with NVRTC,
 # and CI's ASan step runs it beside test_compile and test_reliability on
 # two cores, where it once passed all nine tests in just over 300 s.
 sj_add_test(test_host_path SOURCES test_host_path.c LABELS cpu)
