@@ -328,12 +328,27 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
   // FP16PV at D = 128 without the causal mask (+6-8 %; at D = 64 and
   // under the mask the extra mma chains cost 1-6 %, at D = 96 0.7-1.1 %,
   // at D = 256, 16-row warps, 5-6 %).  bench/NOTES.md m3, m9.
-  constexpr bool TC_SUM = F8 || (D == 128 && !CAUSAL);
+  // HSUM: FP16PV's fp32 mode with fp16 input at D = 64 without the mask
+  // (sm_90): the step's row sums as f16x2 adds of the packed P (the P that
+  // P.V multiplies; P <= 2^TAU, so a lane's 32 keys sum to at most 2^13
+  // with a rounding of 2^-11 per add) into a lane's partial, instead of an
+  // FADD per score: 7 HADD2 per row and m-tile in place of 16 FADD.
+  // Attention +1.2 / +3.4 / +4.9 % at 1K / 4K / 16K (H100).  It lost in the
+  // chunked steps (causal D = 64: -4 to -8 %), against the tensor core's
+  // sums at D = 128 (-1 to -3 %) and in FP8PV's VH modes (0 to -3.6 %);
+  // bench/NOTES.md hs.  bf16's 8-bit adds would cost accuracy; the other
+  // targets were not measured and keep their cubins.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
+  constexpr bool HSUM = !F8 && DT == FP16 && ACC == ACC_FP32 && D == 64 && !CAUSAL;
+#else
+  constexpr bool HSUM = false;
+#endif
+  constexpr bool TC_SUM = !HSUM && (F8 || (D == 128 && !CAUSAL));
   // FP16PV causal at D = 128: row sums on the tensor core in the unmasked
   // steps only, FADDs (quad-reduced) in the masked ones, so d holds whole
   // row sums either way: +0.9-1.4 % at 1K-16K, and 40 bytes fewer spills
   // (sm_90a 120 / 124 -> 80 / 72).  At D = 96 -2-3.5 %, at D = 256 -7 %.
-  constexpr bool TC_HYB = !F8 && D == 128 && CAUSAL;
+  constexpr bool TC_HYB = !HSUM && !F8 && D == 128 && CAUSAL;
   constexpr bool D_FULL = TC_SUM || TC_HYB;
   // Where the O rescale (O *= o_scale when a row max moved; the fp32 mode
   // only) is decided: before the exps (EARLY_RESCALE) or after the packing
@@ -409,6 +424,7 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
   // The chunked step has no split-V pass, no INT8 P, no bf16 -> fp16 V and
   // no two-level fold: it must stay in the fp32 mode.
   static_assert(!CHUNKED || !TWO_LEVEL, "CHUNKED is written for the fp32 mode only");
+  static_assert(!HSUM || (!CHUNKED && !VH && !D_FULL), "HSUM: the unchunked fp16 P of FP16PV");
   // Row max on the scores' bits (tree_imax): everywhere but FP8PV at
   // D <= 64 without the mask, which measured 2 % slower (H200; causal
   // +4-14 %, FP16PV +0-14 %, FP8PV D = 128 +1-6 %: bench/NOTES.md m6).
@@ -874,10 +890,10 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
         for (int e = 0; e < 2; e++) {
           const float p = fast_exp2(fmaf(sf[mt][nt][2 * hf + e], mult, -c));
           sf[mt][nt][2 * hf + e] = p;
-          if (!tc)
+          if (!tc && !HSUM)
             sum += p;
         }
-      d[mt][hf] = tc ? d[mt][hf] * o_scale[mt][hf]
+      d[mt][hf] = tc || HSUM ? d[mt][hf] * o_scale[mt][hf]
                      : d[mt][hf] * o_scale[mt][hf] + (D_FULL ? quad_sum(sum) : sum);
     };
     // O *= o_scale where a row max moved.  Once the row maxima settle,
@@ -1055,6 +1071,19 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
 #pragma unroll
         for (int kc = 0; kc < KC; kc++)
           pack_chunk(mt, kc);
+      if (HSUM) {
+        // (see HSUM) a row's fp16 P pairs: fragment registers hf and hf + 2
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+          for (int hf = 0; hf < 2; hf++) {
+            u32 h = hadd2_f16(pa[mt][0][hf], pa[mt][0][hf + 2]);
+#pragma unroll
+            for (int kc = 1; kc < KC; kc++)
+              h = hadd2_f16(h, hadd2_f16(pa[mt][kc][hf], pa[mt][kc][hf + 2]));
+            d[mt][hf] += f16lo(h) + f16hi(h);
+          }
+      }
     }
     if (CHUNKED) {
       // exps, packing, row sums and P.V chunk by chunk (see CHUNKED)

@@ -165,6 +165,12 @@ __device__ __forceinline__ u32 pack4_e4m3(float x0, float x1, float x2, float x3
 }
 __device__ __forceinline__ float f16lo(u32 w) { return h2f((u16)(w & 0xffffu)); }
 __device__ __forceinline__ float f16hi(u32 w) { return h2f((u16)(w >> 16)); }
+// a + b on two fp16 pairs, rounded to nearest (no flush of subnormals)
+__device__ __forceinline__ u32 hadd2_f16(u32 a, u32 b) {
+  u32 r;
+  asm("add.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
 // Four e4m3 bytes (the low byte first) -> two fp16 pairs, exactly: h0
 // holds bytes 0 and 1, h1 bytes 2 and 3.  Needs sm_89 or newer.
 __device__ __forceinline__ void e4m3x4_to_f16(u32 w, u32 &h0, u32 &h1) {
