@@ -335,8 +335,8 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
   // FADD per score: 7 HADD2 per row and m-tile in place of 16 FADD.
   // Attention +1.2 / +3.4 / +4.9 % at 1K / 4K / 16K (H100).  It lost in the
   // chunked steps (causal D = 64: -4 to -8 %), against the tensor core's
-  // sums at D = 128 (-1 to -3 %) and in FP8PV's VH modes (0 to -3.6 %);
-  // bench/NOTES.md hs.  bf16's 8-bit adds would cost accuracy; the other
+  // sums at D = 128 (-1 to -3 %), in FP8PV's VH modes (0 to -3.6 %) and at
+  // non-causal D = 32 and 256 (-2 to -6 %); bench/NOTES.md hs, hsx.  bf16's 8-bit adds would cost accuracy; the other
   // targets were not measured and keep their cubins.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
   constexpr bool HSUM = !F8 && DT == FP16 && ACC == ACC_FP32 && D == 64 && !CAUSAL;
