@@ -330,14 +330,15 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
   // at D = 256, 16-row warps, 5-6 %).  bench/NOTES.md m3, m9.
   // HSUM: FP16PV's fp32 mode with fp16 input at D = 64 without the mask
   // (sm_90): the step's row sums as f16x2 adds of the packed P (the P that
-  // P.V multiplies; P <= 2^TAU, so a lane's 32 keys sum to at most 2^13
-  // with a rounding of 2^-11 per add) into a lane's partial, instead of an
-  // FADD per score: 7 HADD2 per row and m-tile in place of 16 FADD.
-  // Attention +1.2 / +3.4 / +4.9 % at 1K / 4K / 16K (H100).  It lost in the
-  // chunked steps (causal D = 64: -4 to -8 %), against the tensor core's
-  // sums at D = 128 (-1 to -3 %), in FP8PV's VH modes (0 to -3.6 %) and at
-  // non-causal D = 32 and 256 (-2 to -6 %); bench/NOTES.md hs, hsx.  bf16's 8-bit adds would cost accuracy; the other
-  // targets were not measured and keep their cubins.
+  // P.V multiplies; P <= 2^TAU, so a lane's 16 keys of a row sum to at
+  // most 2^12, with a rounding of 2^-11 per add) into a lane's partial,
+  // instead of an FADD per score: 7 HADD2 per row and m-tile in place of
+  // 16 FADD.  Attention +1.2 / +3.4 / +4.9 % at 1K / 4K / 16K (H100).  It
+  // lost in the chunked steps (causal D = 64: -4 to -8 %), against the
+  // tensor core's sums at D = 128 (-1 to -3 %), in FP8PV's VH modes (0 to
+  // -3.6 %) and at non-causal D = 32 and 256 (-2 to -6 %): bench/NOTES.md
+  // hs, hsx.  bf16's 8-bit adds would cost accuracy; the other targets
+  // were not measured and keep their cubins.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
   constexpr bool HSUM = !F8 && DT == FP16 && ACC == ACC_FP32 && D == 64 && !CAUSAL;
 #else
@@ -894,7 +895,7 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
             sum += p;
         }
       d[mt][hf] = tc || HSUM ? d[mt][hf] * o_scale[mt][hf]
-                     : d[mt][hf] * o_scale[mt][hf] + (D_FULL ? quad_sum(sum) : sum);
+                             : d[mt][hf] * o_scale[mt][hf] + (D_FULL ? quad_sum(sum) : sum);
     };
     // O *= o_scale where a row max moved.  Once the row maxima settle,
     // o_scale is 1 for the whole warp: the multiply is skipped (a
