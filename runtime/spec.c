@@ -198,6 +198,14 @@ int sj_spec_options(const sj_spec *s, const sj_target *t, char opts[][64],
     return -1;
   snprintf(opts[n++], 64, "--gpu-architecture=%s", t->name);
   snprintf(opts[n++], 64, "-std=c++17");
+  /* Development knob for A/B runs: SAGEJIT_TUNE "rul=2" / "rul=8" hands
+   * ptxas --register-usage-level (0-10, default 5: how far its
+   * optimizations may raise register use).  On sm_90a the attention
+   * kernels compile one way at 0-3, another at 4-5 and a third at 6-10.
+   * Like every option it is part of the cache key. */
+  const int rul = sj_tune_int("rul=", 2, 8, -1);
+  if (rul >= 0 && n < max)
+    snprintf(opts[n++], 64, "--ptxas-options=--register-usage-level=%d", rul);
   return n;
 }
 

@@ -583,6 +583,68 @@ static void test_plan_rejects(void **state) {
                    SJ_ERR_UNSUPPORTED);
 }
 
+/* SAGEJIT_TUNE "rul=2" / "rul=8" (runtime/spec.c sj_spec_options) hands
+ * ptxas one --register-usage-level option for A/B runs: the option is in
+ * the compile options, hence in the cache key, only for those two values;
+ * anything else leaves the options and the key as without the knob. */
+static void test_spec_options_rul(void **state) {
+  (void)state;
+  sj_target t90;
+  sj_target_parse("sm_90a", &t90);
+  unsetenv("SAGEJIT_TUNE");
+  sj_plan p;
+  char msg[256];
+  assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_FP16PV, SJ_DTYPE_FP16, 128, 0, 0,
+                                SJ_ACCUM_FP32, -1, -1, &p, msg, sizeof msg),
+                   SJ_OK);
+  const sj_spec *s = &p.specs[p.n_specs - 1];
+  assert_int_equal(s->kind, SJ_KERNEL_ATTN);
+  static const struct {
+    const char *tune;
+    int level; /* -1: no option */
+  } cases[] = {{NULL, -1}, {"rul=8", 8}, {"rul=2", 2}, {"rul=3", -1},
+               {"tma=1,rul=8", 8}, {"rul=", -1}};
+  uint8_t key0[SJ_KEY_BYTES], key_by[11][SJ_KEY_BYTES];
+  int have[11] = {0};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    if (cases[i].tune)
+      setenv("SAGEJIT_TUNE", cases[i].tune, 1);
+    else
+      unsetenv("SAGEJIT_TUNE");
+    char opts[16][64];
+    const int n = sj_spec_options(s, &t90, opts, 16);
+    char want[64] = "";
+    if (cases[i].level >= 0)
+      snprintf(want, sizeof want, "--ptxas-options=--register-usage-level=%d",
+               cases[i].level);
+    int found = 0;
+    for (int k = 0; k < n; k++) {
+      if (!*want)
+        assert_null(strstr(opts[k], "register-usage-level"));
+      found += *want && !strcmp(opts[k], want);
+    }
+    assert_int_equal(found, *want ? 1 : 0);
+    assert_int_equal(n, *want ? 3 : 2);
+    sj_key key;
+    assert_int_equal(sj_spec_key(s, &t90, &key, msg, sizeof msg), SJ_OK);
+    if (i == 0)
+      memcpy(key0, key.bytes, sizeof key0);
+    const int lv = cases[i].level;
+    if (lv < 0) {
+      assert_memory_equal(key.bytes, key0, sizeof key0);
+    } else {
+      assert_memory_not_equal(key.bytes, key0, sizeof key0);
+      if (have[lv])
+        assert_memory_equal(key.bytes, key_by[lv], sizeof key0);
+      memcpy(key_by[lv], key.bytes, sizeof key0);
+      have[lv] = 1;
+    }
+    sj_key_free(&key);
+  }
+  assert_memory_not_equal(key_by[2], key_by[8], sizeof key0);
+  unsetenv("SAGEJIT_TUNE");
+}
+
 /* attn_mma's TMA tiles (runtime/spec.c mma_tma): on sm_90 where the A/B
  * won, nowhere else, and SAGEJIT_TUNE forces them for A/B runs; the spec's
  * name carries the ninth template argument only when they are on (every
@@ -1308,6 +1370,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_varlen_validation, setup_params,
                                       teardown_params),
       cmocka_unit_test(test_status_strings),
+      cmocka_unit_test(test_spec_options_rul),
       cmocka_unit_test(test_never_prints),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
