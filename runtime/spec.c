@@ -190,20 +190,44 @@ sj_launch_shape sj_spec_shape(const sj_spec *s) {
   return sh;
 }
 
+/* ptxas's --register-usage-level for a kernel (0-10, how far its
+ * optimizations may raise register use; -1: no option, i.e. its default,
+ * 5).  On sm_90a the attention kernels compile one way at 0-3, another at
+ * 4-5 and a third at 6-10.  8 where it won (H100, attention against the
+ * default, two calls of two rounds, 1K / 4K / 16K; bench/NOTES.md rul):
+ * FP8PV's pvi8+splitv under the causal mask at D = 128, +2.8 / +4.0 /
+ * +5.4 % and +2.7 / +3.5 / +4.6 % (spills 260 / 276 -> 212 / 228 bytes).
+ * Elsewhere 8 tied or lost: pvi8+splitv at D = 32, 256 and non-causal
+ * D = 128 within +-0.6 %, causal D = 64 and 96 -2 to -3 %; FP8PV
+ * fp32+fp16 -0.6 to +0.1 %; FP16PV fp32 D = 128 -0.5 to +1.4 %; WGMMA
+ * D = 128 at 16K -1.9 / -2.5 %, D = 64 0 to -1 %.  Level 2 lost up to
+ * 27 %.  The other targets were not measured.  Development knob:
+ * SAGEJIT_TUNE "rul=N" forces level N (0-10) for every kernel; rul=5
+ * means no option. */
+static int spec_rul(const sj_spec *s, const sj_target *t) {
+  const char *v = getenv("SAGEJIT_TUNE");
+  const char *w = v ? strstr(v, "rul=") : NULL;
+  if (w && w[4] >= '0' && w[4] <= '9') {
+    const int x = atoi(w + 4);
+    if (x <= 10)
+      return x == 5 ? -1 : x;
+  }
+  if (t->sm == 90 && !t->is_ptx && s->kind == SJ_KERNEL_ATTN &&
+      s->family == SJ_FAMILY_FP8PV && s->accum == SJ_ACCUM_PVI8_SPLITV && s->causal &&
+      s->head_dim == 128)
+    return 8;
+  return -1;
+}
+
 int sj_spec_options(const sj_spec *s, const sj_target *t, char opts[][64],
                     int max) {
-  (void)s;
   int n = 0;
   if (max < 2)
     return -1;
   snprintf(opts[n++], 64, "--gpu-architecture=%s", t->name);
   snprintf(opts[n++], 64, "-std=c++17");
-  /* Development knob for A/B runs: SAGEJIT_TUNE "rul=2" / "rul=8" hands
-   * ptxas --register-usage-level (0-10, default 5: how far its
-   * optimizations may raise register use).  On sm_90a the attention
-   * kernels compile one way at 0-3, another at 4-5 and a third at 6-10.
-   * Like every option it is part of the cache key. */
-  const int rul = sj_tune_int("rul=", 2, 8, -1);
+  /* (every option is part of the cache key) */
+  const int rul = spec_rul(s, t);
   if (rul >= 0 && n < max)
     snprintf(opts[n++], 64, "--ptxas-options=--register-usage-level=%d", rul);
   return n;

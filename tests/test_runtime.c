@@ -583,66 +583,87 @@ static void test_plan_rejects(void **state) {
                    SJ_ERR_UNSUPPORTED);
 }
 
-/* SAGEJIT_TUNE "rul=2" / "rul=8" (runtime/spec.c sj_spec_options) hands
- * ptxas one --register-usage-level option for A/B runs: the option is in
- * the compile options, hence in the cache key, only for those two values;
- * anything else leaves the options and the key as without the knob. */
+/* ptxas's --register-usage-level (runtime/spec.c spec_rul): level 8 for
+ * the one cell where the A/B won (sm_90a, FP8PV pvi8+splitv, causal,
+ * D = 128), no option elsewhere or on other targets; SAGEJIT_TUNE "rul=N"
+ * forces N (0-10) for every kernel, "rul=5" (ptxas's default) no option.
+ * The option is in the compile options, hence in the cache key. */
+static const sj_spec *attn_spec(const char *arch, sj_family fam, int d, int causal,
+                                sj_pv_accum acc, sj_plan *p, sj_target *t) {
+  char msg[256];
+  sj_target_parse(arch, t);
+  assert_int_equal(sj_plan_make(t, fam, SJ_DTYPE_FP16, d, causal, 0, acc, -1, -1, p, msg,
+                                sizeof msg),
+                   SJ_OK);
+  for (int i = 0; i < p->n_specs; i++)
+    if (p->specs[i].kind == SJ_KERNEL_ATTN)
+      return &p->specs[i];
+  fail_msg("no attention kernel in the plan");
+  return NULL;
+}
+
+/* the level in the options (-1: none), and the key */
+static int rul_of(const sj_spec *s, const sj_target *t, const char *tune,
+                  uint8_t out[SJ_KEY_BYTES]) {
+  if (tune)
+    setenv("SAGEJIT_TUNE", tune, 1);
+  else
+    unsetenv("SAGEJIT_TUNE");
+  char opts[16][64], msg[256];
+  const int n = sj_spec_options(s, t, opts, 16);
+  int level = -1, found = 0;
+  for (int k = 0; k < n; k++)
+    if (strstr(opts[k], "register-usage-level")) {
+      assert_int_equal(sscanf(opts[k], "--ptxas-options=--register-usage-level=%d", &level), 1);
+      found++;
+    }
+  assert_true(found <= 1);
+  assert_int_equal(n, 2 + found);
+  sj_key key;
+  assert_int_equal(sj_spec_key(s, t, &key, msg, sizeof msg), SJ_OK);
+  memcpy(out, key.bytes, SJ_KEY_BYTES);
+  sj_key_free(&key);
+  unsetenv("SAGEJIT_TUNE");
+  return level;
+}
+
 static void test_spec_options_rul(void **state) {
   (void)state;
-  sj_target t90;
-  sj_target_parse("sm_90a", &t90);
-  unsetenv("SAGEJIT_TUNE");
-  sj_plan p;
-  char msg[256];
-  assert_int_equal(sj_plan_make(&t90, SJ_FAMILY_FP16PV, SJ_DTYPE_FP16, 128, 0, 0,
-                                SJ_ACCUM_FP32, -1, -1, &p, msg, sizeof msg),
-                   SJ_OK);
-  const sj_spec *s = &p.specs[p.n_specs - 1];
-  assert_int_equal(s->kind, SJ_KERNEL_ATTN);
-  static const struct {
-    const char *tune;
-    int level; /* -1: no option */
-  } cases[] = {{NULL, -1}, {"rul=8", 8}, {"rul=2", 2}, {"rul=3", -1},
-               {"tma=1,rul=8", 8}, {"rul=", -1}};
-  uint8_t key0[SJ_KEY_BYTES], key_by[11][SJ_KEY_BYTES];
-  int have[11] = {0};
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    if (cases[i].tune)
-      setenv("SAGEJIT_TUNE", cases[i].tune, 1);
-    else
-      unsetenv("SAGEJIT_TUNE");
-    char opts[16][64];
-    const int n = sj_spec_options(s, &t90, opts, 16);
-    char want[64] = "";
-    if (cases[i].level >= 0)
-      snprintf(want, sizeof want, "--ptxas-options=--register-usage-level=%d",
-               cases[i].level);
-    int found = 0;
-    for (int k = 0; k < n; k++) {
-      if (!*want)
-        assert_null(strstr(opts[k], "register-usage-level"));
-      found += *want && !strcmp(opts[k], want);
-    }
-    assert_int_equal(found, *want ? 1 : 0);
-    assert_int_equal(n, *want ? 3 : 2);
-    sj_key key;
-    assert_int_equal(sj_spec_key(s, &t90, &key, msg, sizeof msg), SJ_OK);
-    if (i == 0)
-      memcpy(key0, key.bytes, sizeof key0);
-    const int lv = cases[i].level;
-    if (lv < 0) {
-      assert_memory_equal(key.bytes, key0, sizeof key0);
-    } else {
-      assert_memory_not_equal(key.bytes, key0, sizeof key0);
-      if (have[lv])
-        assert_memory_equal(key.bytes, key_by[lv], sizeof key0);
-      memcpy(key_by[lv], key.bytes, sizeof key0);
-      have[lv] = 1;
-    }
-    sj_key_free(&key);
+  sj_plan p1, p2, p3, p4;
+  sj_target t1, t2, t3, t4;
+  const sj_spec *fp16 = attn_spec("sm_90a", SJ_FAMILY_FP16PV, 128, 0, SJ_ACCUM_FP32, &p1, &t1);
+  const sj_spec *pv = attn_spec("sm_90a", SJ_FAMILY_FP8PV, 128, 1, SJ_ACCUM_PVI8_SPLITV, &p2, &t2);
+  const sj_spec *pv89 =
+      attn_spec("sm_89", SJ_FAMILY_FP8PV, 128, 1, SJ_ACCUM_PVI8_SPLITV, &p3, &t3);
+  const sj_spec *pv64 =
+      attn_spec("sm_90a", SJ_FAMILY_FP8PV, 64, 1, SJ_ACCUM_PVI8_SPLITV, &p4, &t4);
+  uint8_t k0[SJ_KEY_BYTES], k[SJ_KEY_BYTES], k8[SJ_KEY_BYTES], k2[SJ_KEY_BYTES];
+
+  /* a cell without the option: forced levels only */
+  assert_int_equal(rul_of(fp16, &t1, NULL, k0), -1);
+  assert_int_equal(rul_of(fp16, &t1, "rul=8", k8), 8);
+  assert_memory_not_equal(k8, k0, SJ_KEY_BYTES);
+  assert_int_equal(rul_of(fp16, &t1, "tma=1,rul=2", k2), 2);
+  assert_memory_not_equal(k2, k0, SJ_KEY_BYTES);
+  assert_memory_not_equal(k2, k8, SJ_KEY_BYTES);
+  assert_int_equal(rul_of(fp16, &t1, "rul=0", k), 0);
+  assert_memory_not_equal(k, k0, SJ_KEY_BYTES);
+  static const char *none[] = {"rul=5", "rul=11", "rul=", "rul=x", "warp_q=32"};
+  for (size_t i = 0; i < sizeof none / sizeof none[0]; i++) {
+    assert_int_equal(rul_of(fp16, &t1, none[i], k), -1);
+    assert_memory_equal(k, k0, SJ_KEY_BYTES);
   }
-  assert_memory_not_equal(key_by[2], key_by[8], sizeof key0);
-  unsetenv("SAGEJIT_TUNE");
+
+  /* the cell with it: 8 by default, the same kernel as forced 8; rul=5
+   * gives ptxas's default */
+  assert_int_equal(rul_of(pv, &t2, NULL, k0), 8);
+  assert_int_equal(rul_of(pv, &t2, "rul=8", k), 8);
+  assert_memory_equal(k, k0, SJ_KEY_BYTES);
+  assert_int_equal(rul_of(pv, &t2, "rul=5", k), -1);
+  assert_memory_not_equal(k, k0, SJ_KEY_BYTES);
+  /* not on other targets or head dims */
+  assert_int_equal(rul_of(pv89, &t3, NULL, k), -1);
+  assert_int_equal(rul_of(pv64, &t4, NULL, k), -1);
 }
 
 /* attn_mma's TMA tiles (runtime/spec.c mma_tma): on sm_90 where the A/B
