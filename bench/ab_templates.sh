@@ -76,7 +76,9 @@ for line in open(sys.argv[1]):
         continue
     f = line.split()  # seq dim causal dtype family quant/accum attn e2e prep host
     for col, what in ((6, "attn"), (7, "e2e")):
-        runs[((f[4], f[5], int(f[1]), int(f[2]), int(f[0]), what), cur)].append(float(f[col]))
+        # (a dtype other than fp16 joins the accumulation mode's column)
+        acc = f[5] if f[3] == "fp16" else f[5] + "/" + f[3]
+        runs[((f[4], acc, int(f[1]), int(f[2]), int(f[0]), what), cur)].append(float(f[col]))
 for k in sorted({k for k, _ in runs}):
     ref = runs.get((k, base))
     if not ref:
