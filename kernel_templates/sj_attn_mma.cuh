@@ -430,6 +430,33 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
   // D <= 64 without the mask, which measured 2 % slower (H200; causal
   // +4-14 %, FP16PV +0-14 %, FP8PV D = 128 +1-6 %: bench/NOTES.md m6).
   constexpr bool IMAX = !(F8 && D <= 64 && !CAUSAL);
+  // VOTE1: each step first votes across the warp whether any lane's own
+  // row max passes its row's reference max + TAU; when none does (every
+  // step once the maxima settle) the quad's max shuffles, the o_scale
+  // exps and the rescale's vote are skipped, and the exps' offsets come
+  // from the reference maxima alone.  Bit for bit the same output: a
+  // quad's max passes the bound exactly when one of its lanes' does (the
+  // `check` JSON of 132 cases identical field for field).  DEFER (the
+  // chunked steps): the first NDEF chunks' exps are taken from the
+  // reference maxima before the step branches on the vote, and again in
+  // the branch where a row max moved, so the MUFU work starts under the
+  // vote.  H100, FP16PV fp32, attention at 1K / 4K / 16K against the tree
+  // (bench/NOTES.md vote): DEFER at non-causal D = 128 -0.1 / +2.5 /
+  // +1.5 %, causal D = 32 +0.4 / +6.2 / +7.2 %, causal D = 96 +0.6 / +4.3 /
+  // +3.0 %; VOTE1 at non-causal D = 32 +3.8 / +5.5 / +4.9 %.  Elsewhere
+  // they lost (VOTE1 without DEFER at D = 128 -2 to -4 %, causal D = 64
+  // -4 to -6 %, FP8PV fp32+fp16 -4 to -5 %, pvi8+splitv's split body
+  // -4 to -5 %) or tied (FP8PV fp32+fp32 +0-1 %, D = 96 non-causal).  Not
+  // for INT8 P, whose scale is the step's own max; the other targets were
+  // not measured and keep their cubins.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
+  constexpr bool VOTE1 = !F8 && ACC == ACC_FP32 &&
+                         (CHUNKED ? D != 64 : D == 32 && !CAUSAL);
+#else
+  constexpr bool VOTE1 = false;
+#endif
+  constexpr bool DEFER = VOTE1 && CHUNKED;
+  constexpr int NDEF = 1; // chunks whose exps DEFER takes before the branch
   // Q fragments stay in registers when they are few; else they are re-read
   // from shared memory for every KV tile (registers go to O and S).
   constexpr bool Q_REGS = MT * KS <= 4;
@@ -901,7 +928,10 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
     // o_scale is 1 for the whole warp: the multiply is skipped (a
     // warp-uniform branch; the two-level modes fold the scale into their
     // per-step fold instead).
+    bool settled = false; // (VOTE1) no row's max moved in this step
     auto rescale_o = [&]() {
+      if (VOTE1 && settled)
+        return;
       bool rescale = false;
 #pragma unroll
       for (int mt = 0; mt < MT; mt++)
@@ -917,53 +947,138 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
               o[mt][nt][e] *= o_scale[mt][e >> 1];
       }
     };
-    float c_row[MT][2];
+    // The lane's max of row (mt, hf) in this step, scaled.  The multiplier
+    // is positive, so the max commutes with it; the quad shares rows but
+    // not k scales, so the scaling comes before the quad's shuffles.
+    // (INT8 P rounds up here, in m_p and in c: see u8_bound)
+    auto lane_max = [&](const int mt, const int hf) {
+      float mx = neg_inf();
+      if constexpr (IMAX) {
+        int xi[2 * NT]; // the offset scores' bits
 #pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-      for (int hf = 0; hf < 2; hf++) {
-        float mx = neg_inf();
-        if constexpr (IMAX) {
-          int xi[2 * NT]; // the offset scores' bits
-#pragma unroll
-          for (int nt = 0; nt < NT; nt++) {
-            xi[2 * nt] = __float_as_int(sf[mt][nt][2 * hf]);
-            xi[2 * nt + 1] = __float_as_int(sf[mt][nt][2 * hf + 1]);
-          }
-          mx = __int_as_float(tree_imax<2 * NT>(xi));
-        } else {
-#pragma unroll
-          for (int nt = 0; nt < NT; nt++)
-            mx = fmaxf(mx, fmaxf(sf[mt][nt][2 * hf], sf[mt][nt][2 * hf + 1]));
+        for (int nt = 0; nt < NT; nt++) {
+          xi[2 * nt] = __float_as_int(sf[mt][nt][2 * hf]);
+          xi[2 * nt + 1] = __float_as_int(sf[mt][nt][2 * hf + 1]);
         }
-        // The multiplier is positive, so the max commutes with it; the quad
-        // shares rows but not k scales, so scale before the shuffle.
-        // (INT8 P rounds up here, in m_p and in c: see u8_bound)
-        mx = quad_max(I8 ? __fmul_ru(mx - MAGIC_F, mult) : (mx - MAGIC_F) * mult);
-        // Lazy rescaling: the reference max moves only when the tile's max
-        // exceeds it by more than TAU, so P <= 2^TAU (times the FP8 offset)
-        // and most tiles skip the O rescale.
-        const float m_old = m[mt][hf];
-        const bool upd = mx > m_old + TAU;
-        const float m_new = upd ? mx : m_old;
-        // A row that has seen no key yet keeps m = -inf; use 0 as the
-        // reference so that exp2 gives 0, never NaN.
-        const float m_ref = m_new == neg_inf() ? 0.f : m_new;
-        o_scale[mt][hf] = upd ? fast_exp2(m_old - m_ref) : 1.f;
-        m[mt][hf] = m_new;
-        // INT8 P: 255 at the row's max in this step (a row with no key
-        // here: P = 0, beta = 0)
-        if (I8)
-          beta[mt][hf] = fast_exp2(mx - m_ref + I8_EXP);
-        const float m_p = !I8 ? m_ref - P_OFFSET
-                              : __fsub_ru(mx == neg_inf() ? 0.f : mx, P_OFFSET);
-        // p = 2^((x - MAGIC_F) mult - sub) = 2^(x mult - c): one FFMA; x mult
-        // rounds at 2^-24 of MAGIC_F mult, ~1e-5 in log2 units for real
-        // scales, far below the INT8 score error.
-        c_row[mt][hf] = I8 ? __fmaf_ru(MAGIC_F, mult, m_p) : fmaf(MAGIC_F, mult, F8 ? m_p : m_ref);
-        if (!EARLY_RESCALE && !CHUNKED)
-          exps_row(mt, hf, c_row[mt][hf]);
+        mx = __int_as_float(tree_imax<2 * NT>(xi));
+      } else {
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+          mx = fmaxf(mx, fmaxf(sf[mt][nt][2 * hf], sf[mt][nt][2 * hf + 1]));
       }
+      return I8 ? __fmul_ru(mx - MAGIC_F, mult) : (mx - MAGIC_F) * mult;
+    };
+    float c_row[MT][2];
+    float vq[MT][2]; // (VOTE1) the lanes' row maxima, scaled
+    // Row (mt, hf)'s reference max and exps offset from the quad's max mx.
+    auto row_update = [&](const int mt, const int hf, const float mx) {
+      // Lazy rescaling: the reference max moves only when the tile's max
+      // exceeds it by more than TAU, so P <= 2^TAU (times the FP8 offset)
+      // and most tiles skip the O rescale.
+      const float m_old = m[mt][hf];
+      const bool upd = mx > m_old + TAU;
+      const float m_new = upd ? mx : m_old;
+      // A row that has seen no key yet keeps m = -inf; use 0 as the
+      // reference so that exp2 gives 0, never NaN.
+      const float m_ref = m_new == neg_inf() ? 0.f : m_new;
+      o_scale[mt][hf] = upd ? fast_exp2(m_old - m_ref) : 1.f;
+      m[mt][hf] = m_new;
+      // INT8 P: 255 at the row's max in this step (a row with no key
+      // here: P = 0, beta = 0)
+      if (I8)
+        beta[mt][hf] = fast_exp2(mx - m_ref + I8_EXP);
+      const float m_p = !I8 ? m_ref - P_OFFSET
+                            : __fsub_ru(mx == neg_inf() ? 0.f : mx, P_OFFSET);
+      // p = 2^((x - MAGIC_F) mult - sub) = 2^(x mult - c): one FFMA; x mult
+      // rounds at 2^-24 of MAGIC_F mult, ~1e-5 in log2 units for real
+      // scales, far below the INT8 score error.
+      c_row[mt][hf] = I8 ? __fmaf_ru(MAGIC_F, mult, m_p) : fmaf(MAGIC_F, mult, F8 ? m_p : m_ref);
+    };
+    if (VOTE1) {
+      // (see VOTE1) the warp votes first; the quad's shuffles and the
+      // rescale run only where some lane's max passes its row's m + TAU
+      bool up = false;
+#pragma unroll
+      for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int hf = 0; hf < 2; hf++) {
+          vq[mt][hf] = lane_max(mt, hf);
+          up |= vq[mt][hf] > m[mt][hf] + TAU;
+        }
+      settled = !__any_sync(0xffffffffu, up);
+      if (DEFER || settled) {
+        // row_update's values where no row's max passes m + TAU
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+          for (int hf = 0; hf < 2; hf++) {
+            const float m_ref = m[mt][hf] == neg_inf() ? 0.f : m[mt][hf];
+            o_scale[mt][hf] = 1.f;
+            c_row[mt][hf] = fmaf(MAGIC_F, mult, F8 ? m_ref - P_OFFSET : m_ref);
+          }
+      } else {
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+          for (int hf = 0; hf < 2; hf++)
+            row_update(mt, hf, quad_max(vq[mt][hf]));
+      }
+      // (DEFER: the chunked step takes the other branch after its first
+      // chunks' exps)
+      if (!EARLY_RESCALE && !CHUNKED)
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+          for (int hf = 0; hf < 2; hf++)
+            exps_row(mt, hf, c_row[mt][hf]);
+    } else {
+#pragma unroll
+      for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int hf = 0; hf < 2; hf++) {
+          float mx = neg_inf();
+          if constexpr (IMAX) {
+            int xi[2 * NT]; // the offset scores' bits
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++) {
+              xi[2 * nt] = __float_as_int(sf[mt][nt][2 * hf]);
+              xi[2 * nt + 1] = __float_as_int(sf[mt][nt][2 * hf + 1]);
+            }
+            mx = __int_as_float(tree_imax<2 * NT>(xi));
+          } else {
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+              mx = fmaxf(mx, fmaxf(sf[mt][nt][2 * hf], sf[mt][nt][2 * hf + 1]));
+          }
+          // The multiplier is positive, so the max commutes with it; the quad
+          // shares rows but not k scales, so scale before the shuffle.
+          // (INT8 P rounds up here, in m_p and in c: see u8_bound)
+          mx = quad_max(I8 ? __fmul_ru(mx - MAGIC_F, mult) : (mx - MAGIC_F) * mult);
+          // Lazy rescaling: the reference max moves only when the tile's max
+          // exceeds it by more than TAU, so P <= 2^TAU (times the FP8 offset)
+          // and most tiles skip the O rescale.
+          const float m_old = m[mt][hf];
+          const bool upd = mx > m_old + TAU;
+          const float m_new = upd ? mx : m_old;
+          // A row that has seen no key yet keeps m = -inf; use 0 as the
+          // reference so that exp2 gives 0, never NaN.
+          const float m_ref = m_new == neg_inf() ? 0.f : m_new;
+          o_scale[mt][hf] = upd ? fast_exp2(m_old - m_ref) : 1.f;
+          m[mt][hf] = m_new;
+          // INT8 P: 255 at the row's max in this step (a row with no key
+          // here: P = 0, beta = 0)
+          if (I8)
+            beta[mt][hf] = fast_exp2(mx - m_ref + I8_EXP);
+          const float m_p = !I8 ? m_ref - P_OFFSET
+                                : __fsub_ru(mx == neg_inf() ? 0.f : mx, P_OFFSET);
+          // p = 2^((x - MAGIC_F) mult - sub) = 2^(x mult - c): one FFMA; x mult
+          // rounds at 2^-24 of MAGIC_F mult, ~1e-5 in log2 units for real
+          // scales, far below the INT8 score error.
+          c_row[mt][hf] = I8 ? __fmaf_ru(MAGIC_F, mult, m_p) : fmaf(MAGIC_F, mult, F8 ? m_p : m_ref);
+          if (!EARLY_RESCALE && !CHUNKED)
+            exps_row(mt, hf, c_row[mt][hf]);
+        }
+    }
     if (EARLY_RESCALE && !CHUNKED) {
       // the O rescale before the exps: the exps, the packing and P.V are
       // then one basic block (see EARLY_RESCALE)
@@ -1088,8 +1203,34 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
     }
     if (CHUNKED) {
       // exps, packing, row sums and P.V chunk by chunk (see CHUNKED)
-      rescale_o();
       constexpr int NPK = F8 ? 4 : 2; // n-tiles of S per k-chunk
+      // (DEFER) the first NDEF chunks' P, from the reference maxima before
+      // the vote's branch and again after it where a row max moved
+      constexpr int NP0 = DEFER ? NDEF * NPK : 1;
+      float p0[DEFER ? MT : 1][NP0][4];
+      auto exps0 = [&]() {
+#pragma unroll
+        for (int mt = 0; mt < (DEFER ? MT : 0); mt++)
+#pragma unroll
+          for (int nt = 0; nt < NP0; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+              p0[mt][nt][e] = fast_exp2(fmaf(sf[mt][nt][e], mult, -c_row[mt][e >> 1]));
+      };
+      if (DEFER) {
+        exps0();
+        if (!settled) {
+#pragma unroll
+          for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int hf = 0; hf < 2; hf++)
+              row_update(mt, hf, quad_max(vq[mt][hf]));
+          rescale_o();
+          exps0();
+        }
+      } else {
+        rescale_o();
+      }
       float rs[MT][2], dacc[MT][4];
 #pragma unroll
       for (int mt = 0; mt < MT; mt++) {
@@ -1107,7 +1248,9 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
 #pragma unroll
             for (int e = 0; e < 4; e++) {
               const int nt = kc * NPK + q;
-              const float p = fast_exp2(fmaf(sf[mt][nt][e], mult, -c_row[mt][e >> 1]));
+              const float p = DEFER && kc < NDEF
+                                  ? p0[DEFER ? mt : 0][DEFER ? nt : 0][e]
+                                  : fast_exp2(fmaf(sf[mt][nt][e], mult, -c_row[mt][e >> 1]));
               sf[mt][nt][e] = p;
               if (!tc)
                 rs[mt][e >> 1] += p;
