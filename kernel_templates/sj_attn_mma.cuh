@@ -436,26 +436,31 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
   // exps and the rescale's vote are skipped, and the exps' offsets come
   // from the reference maxima alone.  Bit for bit the same output: a
   // quad's max passes the bound exactly when one of its lanes' does (the
-  // `check` JSON of 132 cases identical field for field).  DEFER (the
-  // chunked steps): the first NDEF chunks' exps are taken from the
-  // reference maxima before the step branches on the vote, and again in
-  // the branch where a row max moved, so the MUFU work starts under the
-  // vote.  H100, FP16PV fp32, attention at 1K / 4K / 16K against the tree
-  // (bench/NOTES.md vote): DEFER at non-causal D = 128 -0.1 / +2.5 /
-  // +1.5 %, causal D = 32 +0.4 / +6.2 / +7.2 %, causal D = 96 +0.6 / +4.3 /
-  // +3.0 %; VOTE1 at non-causal D = 32 +3.8 / +5.5 / +4.9 %.  Elsewhere
-  // they lost (VOTE1 without DEFER at D = 128 -2 to -4 %, causal D = 64
-  // -4 to -6 %, FP8PV fp32+fp16 -4 to -5 %, pvi8+splitv's split body
-  // -4 to -5 %) or tied (FP8PV fp32+fp32 +0-1 %, D = 96 non-causal).  Not
-  // for INT8 P, whose scale is the step's own max; the other targets were
-  // not measured and keep their cubins.
+  // `check` JSON of 132 cases identical field for field).  DEFER: some
+  // exps are taken from the reference maxima before the step branches on
+  // the vote, and again in the branch where a row max moved, so the MUFU
+  // work starts under the vote: the first NDEF chunks' in the chunked
+  // steps, the first row's in the others.  H100, attention at 1K / 4K /
+  // 16K against the tree before (bench/NOTES.md vote, vote2): FP16PV fp32
+  // chunked at non-causal D = 128 +0.0 / +3.8 / +2.4 %, causal D = 32
+  // +1.1 / +5.5 / +6.3 %, causal D = 96 +1.8 / +3.4 / +3.4 %; unchunked
+  // at non-causal D = 64 +5.3 / +6.3 / +6.8 %, D = 96 +4.0 / +3.9 /
+  // +2.0 %, D = 256 +1.2 / +1.7 / +1.9 % (causal +3.9 / +3.4 / +5.4 %);
+  // the vote alone at non-causal D = 32 +4.2 / +5.1 / +4.6 %; FP8PV
+  // fp32+fp16 causal D = 128 +0.2 / +1.2 / +2.2 %.  Elsewhere they lost
+  // (FP16PV causal D = 64 and 128 -1 to -3 %, FP8PV fp32+fp16 without the
+  // mask -2 %, pvi8+splitv's split body -10 %) or tied (FP8PV fp32+fp32).
+  // Not for INT8 P, whose scale is the step's own max; the other targets
+  // were not measured and keep their cubins.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
-  constexpr bool VOTE1 = !F8 && ACC == ACC_FP32 &&
-                         (CHUNKED ? D != 64 : D == 32 && !CAUSAL);
+  constexpr bool VOTE1 =
+      (!F8 && ACC == ACC_FP32 &&
+       (CHUNKED ? D != 64 : (!CAUSAL && (D == 32 || D == 64 || D == 96)) || D == 256)) ||
+      (F8 && ACC == ACC_FP32_FP16 && CAUSAL && D == 128);
 #else
   constexpr bool VOTE1 = false;
 #endif
-  constexpr bool DEFER = VOTE1 && CHUNKED;
+  constexpr bool DEFER = VOTE1 && (CHUNKED || D != 32);
   constexpr int NDEF = 1; // chunks whose exps DEFER takes before the branch
   // Q fragments stay in registers when they are few; else they are re-read
   // from shared memory for every KV tile (registers go to O and S).
@@ -910,13 +915,13 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
     float o_scale[MT][2], beta[MT][2];
     // The step's exps and the row sums' update for rows (mt, hf), with c
     // from the max below.
-    auto exps_row = [&](const int mt, const int hf, const float c) {
+    auto exps_row = [&](const int mt, const int hf, const float c, const float *pre = nullptr) {
       float sum = 0.f;
 #pragma unroll
       for (int nt = 0; nt < NT; nt++)
 #pragma unroll
         for (int e = 0; e < 2; e++) {
-          const float p = fast_exp2(fmaf(sf[mt][nt][2 * hf + e], mult, -c));
+          const float p = pre ? pre[2 * nt + e] : fast_exp2(fmaf(sf[mt][nt][2 * hf + e], mult, -c));
           sf[mt][nt][2 * hf + e] = p;
           if (!tc && !HSUM)
             sum += p;
@@ -1025,13 +1030,43 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
       }
       // (DEFER: the chunked step takes the other branch after its first
       // chunks' exps)
-      if (!EARLY_RESCALE && !CHUNKED)
+      if (DEFER && !CHUNKED) {
+        // (DEFER, unchunked) the first row's exps before the branch
+        float pr[2 * NT];
+        auto exps_pr = [&]() {
+#pragma unroll
+          for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int e = 0; e < 2; e++)
+              pr[2 * nt + e] = fast_exp2(fmaf(sf[0][nt][e], mult, -c_row[0][0]));
+        };
+        exps_pr();
+        if (!settled) {
+#pragma unroll
+          for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int hf = 0; hf < 2; hf++)
+              row_update(mt, hf, quad_max(vq[mt][hf]));
+          if (EARLY_RESCALE)
+            rescale_o();
+          exps_pr();
+        }
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+          for (int hf = 0; hf < 2; hf++)
+            exps_row(mt, hf, c_row[mt][hf], mt == 0 && hf == 0 ? pr : nullptr);
+      } else if (!EARLY_RESCALE && !CHUNKED) {
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
 #pragma unroll
           for (int hf = 0; hf < 2; hf++)
             exps_row(mt, hf, c_row[mt][hf]);
+      }
     } else {
+      // The loop as it was before VOTE1, written out rather than through
+      // lane_max and row_update: the lambdas change ptxas's schedule, and
+      // the kernels without the vote keep the code they were timed with.
 #pragma unroll
       for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -1079,7 +1114,7 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
             exps_row(mt, hf, c_row[mt][hf]);
         }
     }
-    if (EARLY_RESCALE && !CHUNKED) {
+    if (EARLY_RESCALE && !CHUNKED && !DEFER) {
       // the O rescale before the exps: the exps, the packing and P.V are
       // then one basic block (see EARLY_RESCALE)
       rescale_o();

@@ -908,6 +908,156 @@ static void test_quant_extremes(void **state) {
   assert_int_equal(ran, 2 * (1 + (fp8 ? 1 : 0) + (wg ? 2 : 0)));
 }
 
+/* Row maxima that jump after the first tile.  The lazy rescale moves a
+ * row's reference max, and rescales O and the row sums, only when a step's
+ * max passes it by more than TAU; on random data that happens in a row's
+ * first step and rarely after, so the matrices above barely run the later
+ * rescales, where the steps that vote first (VOTE1 and DEFER in
+ * sj_attn_mma.cuh) take their second branch with O already filled.  Here
+ * four keys per head score 10, 16, 22 and 28 nats for every query (K rows
+ * along a direction u that all queries share, at keys 100, 300, 600 and
+ * 1000 of 1024), so each row's max jumps by 6 nats (8.7 in log2 units,
+ * over FP16PV's TAU of 8 and FP8PV's 4) three times after its first
+ * tiles, and the output mixes those V rows with weights e^-6 apart over
+ * a background of ~1000 keys at ~1 nat.  Against the output in double on
+ * the CPU: FP16PV fp32 at every head dim and FP8PV fp32+fp16 at D = 128,
+ * both masks (bottom-right: every row sees the first three spikes, rows
+ * 232 on the fourth); relative L2 below the families' gates.  O not rescaled at a jump would weigh the
+ * earlier spikes as the newest: a relative L2 of order 1. */
+static void test_max_jumps(void **state) {
+  (void)state;
+  if (!tu_have_gpu())
+    skip();
+  sj_context *ctx = gpu_ctx(SJ_FAMILY_AUTO);
+  const int fp8 = ctx->target.sm >= 89;
+  enum { H = 2, NQ = 256, NK = 1024, NSPIKE = 4 };
+  static const int spike_at[NSPIKE] = {100, 300, 600, 1000};
+  const sj_cuda_api *cu = ctx->cu;
+  assert_int_equal(cu->CtxPushCurrent(ctx->cuctx), CUDA_SUCCESS);
+  int ran = 0;
+  static const int dims[] = {32, 64, 96, 128, 256};
+  for (size_t di = 0; di < sizeof dims / sizeof *dims; di++) {
+    const int d = dims[di];
+    const size_t nq = (size_t)H * NQ * d, nk = (size_t)H * NK * d;
+    uint16_t *hq = malloc(nq * 2), *hk = malloc(nk * 2), *hv = malloc(nk * 2),
+             *ho = malloc(nq * 2);
+    float *u = malloc((size_t)d * sizeof *u);
+    double *s = malloc(NK * sizeof *s), *want = malloc(2 * nq * sizeof *want);
+    assert_true(hq && hk && hv && ho && u && s && want);
+    uint64_t seed = 4242 + (uint64_t)d;
+    for (int c = 0; c < d; c++)
+      u[c] = tu_rand_normal(&seed) < 0 ? -1.f : 1.f;
+    const float rs = 1.f / sqrtf((float)d); /* the default sm_scale */
+    for (int h = 0; h < H; h++) {
+      for (int i = 0; i < NQ; i++) /* q = u + noise: q.u ~ d */
+        for (int c = 0; c < d; c++)
+          hq[((size_t)h * NQ + i) * d + c] =
+              tu_f32_to_f16(u[c] + 0.5f * (float)tu_rand_normal(&seed));
+      for (int j = 0; j < NK; j++)
+        for (int c = 0; c < d; c++) {
+          const size_t at = ((size_t)h * NK + j) * d + c;
+          hk[at] = tu_f32_to_f16((float)tu_rand_normal(&seed));
+          hv[at] = tu_f32_to_f16((float)tu_rand_normal(&seed));
+        }
+      for (int k = 0; k < NSPIKE; k++) /* score ~ (10 + 6k) nats: k = beta u */
+        for (int c = 0; c < d; c++)
+          hk[((size_t)h * NK + spike_at[k]) * d + c] =
+              tu_f32_to_f16((10.f + 6.f * (float)k) * rs * u[c]);
+    }
+    /* the reference from the fp16 inputs, in double, without and with
+     * the mask (bottom-right: row i sees keys <= i + NK - NQ) */
+    for (int h = 0; h < H; h++)
+      for (int i = 0; i < NQ; i++) {
+        const uint16_t *qi = hq + ((size_t)h * NQ + i) * d;
+        for (int j = 0; j < NK; j++) {
+          double dot = 0;
+          for (int c = 0; c < d; c++)
+            dot += (double)tu_f16_to_f32(qi[c]) * tu_f16_to_f32(hk[((size_t)h * NK + j) * d + c]);
+          s[j] = dot * rs;
+        }
+        for (int causal = 0; causal < 2; causal++) {
+          const int last = causal ? i + NK - NQ : NK - 1;
+          double m = -INFINITY, l = 0;
+          for (int j = 0; j <= last; j++)
+            m = s[j] > m ? s[j] : m;
+          double *w = want + (size_t)causal * nq + ((size_t)h * NQ + i) * d;
+          for (int c = 0; c < d; c++)
+            w[c] = 0;
+          for (int j = 0; j <= last; j++) {
+            const double e = exp(s[j] - m);
+            l += e;
+            for (int c = 0; c < d; c++)
+              w[c] += e * tu_f16_to_f32(hv[((size_t)h * NK + j) * d + c]);
+          }
+          for (int c = 0; c < d; c++)
+            w[c] /= l;
+        }
+      }
+    CUdeviceptr q, k, v, o;
+    assert_int_equal(cu->MemAlloc(&q, nq * 2), CUDA_SUCCESS);
+    assert_int_equal(cu->MemAlloc(&k, nk * 2), CUDA_SUCCESS);
+    assert_int_equal(cu->MemAlloc(&v, nk * 2), CUDA_SUCCESS);
+    assert_int_equal(cu->MemAlloc(&o, nq * 2), CUDA_SUCCESS);
+    cu->MemcpyHtoD(q, hq, nq * 2);
+    cu->MemcpyHtoD(k, hk, nk * 2);
+    cu->MemcpyHtoD(v, hv, nk * 2);
+    for (int fam = 0; fam < 2; fam++) {
+      if (fam == 1 && (d != 128 || !fp8))
+        continue;
+      for (int causal = 0; causal < 2; causal++) {
+        sj_attention_params p;
+        fill_params(&p, q, k, v, o);
+        p.heads_q = p.heads_kv = H;
+        p.seq_q = NQ;
+        p.seq_kv = NK;
+        p.head_dim = d;
+        p.causal = causal;
+        p.causal_align = SJ_CAUSAL_BOTTOM_RIGHT;
+        p.family = fam ? SJ_FAMILY_FP8PV : SJ_FAMILY_FP16PV;
+        p.pv_accum = fam ? SJ_ACCUM_FP32_FP16 : SJ_ACCUM_FP32;
+        cu->MemsetD8(o, 0xff, nq * 2);
+        if (sj_attention(ctx, &p, NULL) != SJ_OK)
+          fail_msg("sj_attention: %s", sj_context_last_error(ctx));
+        assert_int_equal(cu->CtxSynchronize(), CUDA_SUCCESS);
+        cu->MemcpyDtoH(ho, o, nq * 2);
+        double num = 0, den = 0;
+        const double *wc = want + (size_t)causal * nq;
+        for (int h = 0; h < H; h++)
+          for (int i = 0; i < NQ; i++)
+            for (int c = 0; c < d; c++) {
+              const size_t at = ((size_t)h * NQ + i) * d + c;
+              const double e = tu_f16_to_f32(ho[at]) - wc[at];
+              if (!(e == e))
+                fail_msg("d%d fam%d causal%d: output (%d, %d, %d) not written or not finite",
+                         d, fam, causal, h, i, c);
+              num += e * e;
+              den += wc[at] * wc[at];
+            }
+        const double rel = sqrt(num / den), lim = fam ? 5e-2 : 2e-2;
+        print_message("max jumps d%d %s causal%d: rel L2 %.4g (gate %.0e)\n", d,
+                      fam ? "fp8pv fp32+fp16" : "fp16pv fp32", causal, rel, lim);
+        assert_true(rel < lim);
+        ran++;
+      }
+    }
+    cu->MemFree(q);
+    cu->MemFree(k);
+    cu->MemFree(v);
+    cu->MemFree(o);
+    free(hq);
+    free(hk);
+    free(hv);
+    free(ho);
+    free(u);
+    free(s);
+    free(want);
+  }
+  CUcontext dummy;
+  cu->CtxPopCurrent(&dummy);
+  sj_context_destroy(ctx);
+  assert_int_equal(ran, 10 + (fp8 ? 2 : 0));
+}
+
 static void test_user_workspace(void **state) {
   (void)state;
   if (!tu_have_gpu())
@@ -1845,6 +1995,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_pvi8_large_scores),
       cmocka_unit_test(test_poly_exp2),
       cmocka_unit_test(test_quant_extremes),
+      cmocka_unit_test(test_max_jumps),
       cmocka_unit_test(test_k_mean_sampled),
       cmocka_unit_test(test_user_workspace),
       cmocka_unit_test(test_pdl_chain),
