@@ -796,6 +796,32 @@ static void fill_params(sj_attention_params *p, CUdeviceptr q, CUdeviceptr k,
   p->o = (void *)(uintptr_t)o;
 }
 
+/* Device copies of host fp16 Q, K and V (nq, nk, nk elements) and an O
+ * of nq elements, for the tests that build their own inputs. */
+typedef struct dev_qkvo {
+  CUdeviceptr q, k, v, o;
+} dev_qkvo;
+
+static dev_qkvo dev_qkvo_upload(const sj_cuda_api *cu, const uint16_t *hq, const uint16_t *hk,
+                                const uint16_t *hv, size_t nq, size_t nk) {
+  dev_qkvo b;
+  assert_int_equal(cu->MemAlloc(&b.q, nq * 2), CUDA_SUCCESS);
+  assert_int_equal(cu->MemAlloc(&b.k, nk * 2), CUDA_SUCCESS);
+  assert_int_equal(cu->MemAlloc(&b.v, nk * 2), CUDA_SUCCESS);
+  assert_int_equal(cu->MemAlloc(&b.o, nq * 2), CUDA_SUCCESS);
+  assert_int_equal(cu->MemcpyHtoD(b.q, hq, nq * 2), CUDA_SUCCESS);
+  assert_int_equal(cu->MemcpyHtoD(b.k, hk, nk * 2), CUDA_SUCCESS);
+  assert_int_equal(cu->MemcpyHtoD(b.v, hv, nk * 2), CUDA_SUCCESS);
+  return b;
+}
+
+static void dev_qkvo_free(const sj_cuda_api *cu, const dev_qkvo *b) {
+  cu->MemFree(b->q);
+  cu->MemFree(b->k);
+  cu->MemFree(b->v);
+  cu->MemFree(b->o);
+}
+
 /* The quantizers round without a clamp (s8_bits in sj_common.cuh: the low
  * byte of 1.5 * 2^23 + y), relying on |y| <= 127 up to rounding because a
  * value never exceeds the amax its scale came from; a y that rounded to
@@ -844,14 +870,8 @@ static void test_quant_extremes(void **state) {
     for (int h = 0; h < H; h++) /* query i copies key 4i (channel 2i's extreme) */
       for (int i = 0; i < NQ; i++)
         memcpy(hq + ((size_t)h * NQ + i) * d, hk + ((size_t)h * NK + 4 * i) * d, (size_t)d * 2);
-    CUdeviceptr q, k, v, o;
-    assert_int_equal(cu->MemAlloc(&q, nq * 2), CUDA_SUCCESS);
-    assert_int_equal(cu->MemAlloc(&k, nk * 2), CUDA_SUCCESS);
-    assert_int_equal(cu->MemAlloc(&v, nk * 2), CUDA_SUCCESS);
-    assert_int_equal(cu->MemAlloc(&o, nq * 2), CUDA_SUCCESS);
-    cu->MemcpyHtoD(q, hq, nq * 2);
-    cu->MemcpyHtoD(k, hk, nk * 2);
-    cu->MemcpyHtoD(v, hv, nk * 2);
+    dev_qkvo dv = dev_qkvo_upload(cu, hq, hk, hv, nq, nk);
+    const CUdeviceptr q = dv.q, k = dv.k, v = dv.v, o = dv.o;
     for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
       if ((modes[m].fam == SJ_FAMILY_WGMMA && !wg) || (modes[m].fam == SJ_FAMILY_FP8PV && !fp8))
         continue;
@@ -893,10 +913,7 @@ static void test_quant_extremes(void **state) {
       assert_true(worst <= 1.0);
       ran++;
     }
-    cu->MemFree(q);
-    cu->MemFree(k);
-    cu->MemFree(v);
-    cu->MemFree(o);
+    dev_qkvo_free(cu, &dv);
     free(hq);
     free(hk);
     free(hv);
@@ -993,14 +1010,8 @@ static void test_max_jumps(void **state) {
             w[c] /= l;
         }
       }
-    CUdeviceptr q, k, v, o;
-    assert_int_equal(cu->MemAlloc(&q, nq * 2), CUDA_SUCCESS);
-    assert_int_equal(cu->MemAlloc(&k, nk * 2), CUDA_SUCCESS);
-    assert_int_equal(cu->MemAlloc(&v, nk * 2), CUDA_SUCCESS);
-    assert_int_equal(cu->MemAlloc(&o, nq * 2), CUDA_SUCCESS);
-    cu->MemcpyHtoD(q, hq, nq * 2);
-    cu->MemcpyHtoD(k, hk, nk * 2);
-    cu->MemcpyHtoD(v, hv, nk * 2);
+    dev_qkvo dv = dev_qkvo_upload(cu, hq, hk, hv, nq, nk);
+    const CUdeviceptr q = dv.q, k = dv.k, v = dv.v, o = dv.o;
     for (int fam = 0; fam < 2; fam++) {
       if (fam == 1 && (d != 128 || !fp8))
         continue;
@@ -1040,10 +1051,7 @@ static void test_max_jumps(void **state) {
         ran++;
       }
     }
-    cu->MemFree(q);
-    cu->MemFree(k);
-    cu->MemFree(v);
-    cu->MemFree(o);
+    dev_qkvo_free(cu, &dv);
     free(hq);
     free(hk);
     free(hv);

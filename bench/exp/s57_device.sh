@@ -23,23 +23,7 @@ for v in base vf df; do
     --dtype fp16 --json -q > "$OUT/chk-$v.json" 2> "$OUT/chk-$v.err"
   echo "check $v rc=$? $(tail -c 300 "$OUT/chk-$v.err")"
 done
-python3 - "$OUT" <<'PY'
-import json, sys
-r = {}
-for v in ("base", "vf", "df"):
-    try:
-        j = json.loads(open(f"{sys.argv[1]}/chk-{v}.json").read().strip().splitlines()[-1])
-    except Exception as e:
-        print(v, "no json", e); continue
-    print(v, "cases", j["cases"], "passed", j["passed"], "failed", j["failed"])
-    r[v] = j["results"]
-for v in ("vf", "df"):
-    if v in r and "base" in r:
-        same = sum(1 for a, c in zip(r["base"], r[v]) if a == c)
-        print(f"{v}: {same} of {len(r['base'])} cases identical to base (every field)")
-        for a, c in [(a, c) for a, c in zip(r["base"], r[v]) if a != c][:5]:
-            print("  differs:", {k: (a[k], c.get(k)) for k in a if a[k] != c.get(k)})
-PY
+python3 "$(dirname "$0")/same_json.py" "$OUT" base vf df
 echo "checks done at ${SECONDS} s"
 OUT=$OUT/a CHECK="--quick --family fp16pv --head-dim 128 --accum fp32 --dtype fp16" \
 BENCH="--family fp16pv --head-dim 128 --accum fp32 --quant per_thread --seq 1024,4096,16384 --causal 0,1 --iters 20 --warmup 5" \

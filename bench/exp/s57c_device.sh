@@ -20,22 +20,7 @@ for v in ship du; do
     --dtype fp16 --json -q > "$OUT/chk-$v.json" 2> "$OUT/chk-$v.err"
   echo "check $v rc=$? $(tail -c 300 "$OUT/chk-$v.err")"
 done
-python3 - "$OUT" <<'PY'
-import json, sys
-r = {}
-for v in ("ship", "du"):
-    try:
-        j = json.loads(open(f"{sys.argv[1]}/chk-{v}.json").read().strip().splitlines()[-1])
-    except Exception as e:
-        print(v, "no json", e); continue
-    print(v, "cases", j["cases"], "passed", j["passed"], "failed", j["failed"])
-    r[v] = j["results"]
-if "ship" in r and "du" in r:
-    same = sum(1 for a, c in zip(r["ship"], r["du"]) if a == c)
-    print(f"du: {same} of {len(r['ship'])} cases identical to ship (every field)")
-    for a, c in [(a, c) for a, c in zip(r["ship"], r["du"]) if a != c][:5]:
-        print("  differs:", {k: (a[k], c.get(k)) for k in a if a[k] != c.get(k)})
-PY
+python3 "$(dirname "$0")/same_json.py" "$OUT" ship du
 echo "checks done at ${SECONDS} s"
 OUT=$OUT/a CHECK="--quick --family fp8pv --head-dim 128 --accum pvi8+splitv --dtype fp16" \
 BENCH="--family fp8pv --head-dim 128 --accum fp32+fp16,fp32+fp32,pvi8+splitv --quant per_thread --seq 1024,4096,16384 --causal 0,1 --iters 20 --warmup 5" \

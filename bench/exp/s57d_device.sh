@@ -21,22 +21,7 @@ for v in ship ship2; do
     --dtype fp16 --json -q > "$OUT/chk-$v.json" 2> "$OUT/chk-$v.err"
   echo "check $v rc=$?"
 done
-python3 - "$OUT" > "$OUT/ident.txt" <<'PY'
-import json, sys
-r = {}
-for v in ("ship", "ship2"):
-    try:
-        j = json.loads(open(f"{sys.argv[1]}/chk-{v}.json").read().strip().splitlines()[-1])
-    except Exception as e:
-        print(v, "no json", e); continue
-    print(v, "cases", j["cases"], "passed", j["passed"], "failed", j["failed"], "skipped", j["skipped"])
-    r[v] = j["results"]
-if len(r) == 2:
-    same = sum(1 for a, c in zip(r["ship"], r["ship2"]) if a == c)
-    print(f"ship2: {same} of {len(r['ship'])} cases identical to ship (every field)")
-    for a, c in [(a, c) for a, c in zip(r["ship"], r["ship2"]) if a != c][:5]:
-        print("  differs:", {k: (a[k], c.get(k)) for k in a if a[k] != c.get(k)})
-PY
+python3 "$(dirname "$0")/same_json.py" "$OUT" ship ship2 > "$OUT/ident.txt"
 cat "$OUT/ident.txt"
 OUT=$OUT/a1 CHECK="--quick --family fp16pv --head-dim 64 --accum fp32" \
 BENCH="--family fp16pv --head-dim 64,96 --accum fp32 --quant per_thread --dtype fp16,bf16 --seq 1024,4096,16384 --causal 0 --iters 20 --warmup 5" \
