@@ -1011,16 +1011,15 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
           up |= vq[mt][hf] > m[mt][hf] + TAU;
         }
       settled = !__any_sync(0xffffffffu, up);
+      // where no row's max passes m + TAU, row_update of a max of -inf
+      // keeps every reference max (o_scale 1); a branch, so that the
+      // settled steps skip the shuffles
       if (DEFER || settled) {
-        // row_update's values where no row's max passes m + TAU
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-          for (int hf = 0; hf < 2; hf++) {
-            const float m_ref = m[mt][hf] == neg_inf() ? 0.f : m[mt][hf];
-            o_scale[mt][hf] = 1.f;
-            c_row[mt][hf] = fmaf(MAGIC_F, mult, F8 ? m_ref - P_OFFSET : m_ref);
-          }
+          for (int hf = 0; hf < 2; hf++)
+            row_update(mt, hf, neg_inf());
       } else {
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
