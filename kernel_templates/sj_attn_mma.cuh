@@ -407,8 +407,8 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
   constexpr int TMA_VLOG = TMA_VCH == 64 ? 6 : 5;
   static_assert(TMA_VCH == 1 << TMA_VLOG, "TMA_VLOG");
   // CHUNKED: the fp32 mode's exps, packing, row sums and P.V in k-chunk
-  // order (16 keys; an FP8 arm of 32 keys is written but no default
-  // compiles or tests it): chunk kc's P.V issued in source order
+  // order (16 keys; an FP8 arm of 32 keys for e4m3 mma is written but no
+  // default compiles or tests it): chunk kc's P.V issued in source order
   // right after its exps, so that the MUFU work of chunk kc + 1 can go
   // under the HMMA of chunk kc, and the scores die chunk by chunk.  The O
   // rescale comes first (as EARLY_RESCALE).  FP16PV causal, end to end at
@@ -419,9 +419,15 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
   // TMA tiles, non-causal D = 128 gained (attention +2.1 / +1.7 / -0.2 %,
   // end to end +1.2 / -0.3 / -0.1 %, H100; spills 20 / 36 -> 16 / 20
   // bytes): bench/NOTES.md chk128.  Causal D = 128 with TMA lost 0.6-1.2 %
-  // (er128), so it keeps the hybrid row sums there.
-  constexpr bool CHUNKED = !F8 && !TWO_LEVEL &&
-                           ((CAUSAL && (D == 32 || D == 64 || D == 96)) || (!CAUSAL && D == 128 && TMA));
+  // (er128), so it keeps the hybrid row sums there.  FP8PV's fp32 mode
+  // with VH (sm_90) at D = 128 runs it too, with 16-key chunks of fp16 P
+  // rounded to e4m3: attention +2.6 / +3.5 / +2.7 % (non-causal, with
+  // VOTE1 +2.6 / +4.4 / +4.0 %), causal 0.0 / +2.2 / +4.7 % at 1K / 4K /
+  // 16K, `check` output identical (H100; bench/NOTES.md c8).
+  constexpr bool CHUNKED =
+      (!F8 && !TWO_LEVEL &&
+       ((CAUSAL && (D == 32 || D == 64 || D == 96)) || (!CAUSAL && D == 128 && TMA))) ||
+      (F8 && VH && ACC == ACC_FP32 && D == 128);
   // The chunked step has no split-V pass, no INT8 P, no bf16 -> fp16 V and
   // no two-level fold: it must stay in the fp32 mode.
   static_assert(!CHUNKED || !TWO_LEVEL, "CHUNKED is written for the fp32 mode only");
@@ -447,7 +453,9 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
   // at non-causal D = 64 +5.3 / +6.3 / +6.8 %, D = 96 +4.0 / +3.9 /
   // +2.0 %, D = 256 +1.2 / +1.7 / +1.9 % (causal +3.9 / +3.4 / +5.4 %);
   // the vote alone at non-causal D = 32 +4.2 / +5.1 / +4.6 %; FP8PV
-  // fp32+fp16 causal D = 128 +0.2 / +1.2 / +2.2 %.  Elsewhere they lost
+  // fp32+fp16 causal D = 128 +0.2 / +1.2 / +2.2 %; FP8PV's chunked fp32
+  // mode without the mask (c8v) +0.0 / +0.9 / +1.3 % over CHUNKED alone,
+  // with it -2.5 / -2.1 / -1.6 % (not there).  Elsewhere they lost
   // (FP16PV causal D = 64 and 128 -1 to -3 %, FP8PV fp32+fp16 without the
   // mask -2 %, pvi8+splitv's split body -10 %) or tied (FP8PV fp32+fp32).
   // Not for INT8 P, whose scale is the step's own max; the other targets
@@ -456,7 +464,7 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
   constexpr bool VOTE1 =
       (!F8 && ACC == ACC_FP32 &&
        (CHUNKED ? D != 64 : (!CAUSAL && (D == 32 || D == 64 || D == 96)) || D == 256)) ||
-      (F8 && ACC == ACC_FP32_FP16 && CAUSAL && D == 128);
+      (F8 && ACC == ACC_FP32_FP16 && CAUSAL && D == 128) || (F8 && CHUNKED && !CAUSAL);
 #else
   constexpr bool VOTE1 = false;
 #endif
@@ -1237,7 +1245,7 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
     }
     if (CHUNKED) {
       // exps, packing, row sums and P.V chunk by chunk (see CHUNKED)
-      constexpr int NPK = F8 ? 4 : 2; // n-tiles of S per k-chunk
+      constexpr int NPK = F8 && !VH ? 4 : 2; // n-tiles of S per k-chunk
       // (DEFER) the first NDEF chunks' P, from the reference maxima before
       // the vote's branch and again after it where a row max moved
       constexpr int NP0 = DEFER ? NDEF * NPK : 1;
