@@ -454,8 +454,8 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
   // +2.0 %, D = 256 +1.2 / +1.7 / +1.9 % (causal +3.9 / +3.4 / +5.4 %);
   // the vote alone at non-causal D = 32 +4.2 / +5.1 / +4.6 %; FP8PV
   // fp32+fp16 causal D = 128 +0.2 / +1.2 / +2.2 %; FP8PV's chunked fp32
-  // mode without the mask (c8v) +0.0 / +0.9 / +1.3 % over CHUNKED alone,
-  // with it -2.5 / -2.1 / -1.6 % (not there).  Elsewhere they lost
+  // mode without the mask (c8v) +0.0 / +1.0 / +1.1 % over CHUNKED alone,
+  // with it -2.5 / -2.0 / -1.6 % (not there).  Elsewhere they lost
   // (FP16PV causal D = 64 and 128 -1 to -3 %, FP8PV fp32+fp16 without the
   // mask -2 %, pvi8+splitv's split body -10 %) or tied (FP8PV fp32+fp32).
   // Not for INT8 P, whose scale is the step's own max; the other targets
