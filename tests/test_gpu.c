@@ -938,9 +938,11 @@ static void test_quant_extremes(void **state) {
  * tiles, and the output mixes those V rows with weights e^-6 apart over
  * a background of ~1000 keys at ~1 nat.  Against the output in double on
  * the CPU: FP16PV fp32 at every head dim and FP8PV fp32+fp16 and fp32
- * (the chunked step with VH on sm_90) at D = 128, both masks (bottom-right: every row sees the first three spikes, rows
- * 232 on the fourth); relative L2 below the families' gates.  O not rescaled at a jump would weigh the
- * earlier spikes as the newest: a relative L2 of order 1. */
+ * (the chunked step with VH on sm_90) at D = 128, both masks
+ * (bottom-right: every row sees the first three spikes, rows 232 on the
+ * fourth); relative L2 below the families' gates.  O not rescaled at a
+ * jump would weigh the earlier spikes as the newest: a relative L2 of
+ * order 1. */
 static void test_max_jumps(void **state) {
   (void)state;
   if (!tu_have_gpu())
