@@ -9,8 +9,10 @@
 # bench/exp/s58_hf.patch applied (HFOLD: the fp16 tile accumulators folded
 # into O on the tensor core), both warmed into BUILD/test-cache/ab-NAME;
 # (C) compute-sanitizer memcheck over `check --quick` of FP8PV's fp32 mode
-# at D = 128.  STEPS overrides the suite's steps, LIMIT the call's seconds.
-# Verdicts print last.
+# at D = 128; (D) while the call has time, ab/c8x (CHUNKED for that mode at
+# every VH head dim: kernel_templates/ with the gate's `D == 128` dropped)
+# against ab/base at D = 64, 96 and 256.  STEPS overrides the suite's
+# steps, LIMIT the call's seconds.  Verdicts print last.
 set -u
 b=${1:?usage: bench/exp/s58c_device.sh BUILD}
 OUT=${OUT:-/tmp/out}
@@ -40,9 +42,15 @@ fi
     echo "sanitizers: skipped at ${SECONDS} s"
   fi
 } > "$OUT/san.txt" 2>&1
+if [ "$SECONDS" -lt $((LIMIT - 120)) ]; then
+  mkdir -p "$OUT/a3"
+  OUT=$OUT/a3 CHECK="--quick --family fp8pv --head-dim 64,96,256 --accum fp32" \
+  BENCH="--family fp8pv --head-dim 64,96,256 --accum fp32 --quant per_thread --dtype fp16 --seq 1024,4096,16384 --causal 0,1 --iters 20 --warmup 5" \
+  ROUNDS=2 timeout 110 bench/ab_templates.sh "$b" ab/base ab/c8x > "$OUT/ab-a3.txt" 2>&1
+fi
 echo "=== verdicts"
 grep -E "rc=|cases|PASSED|FAILED|^\[  FAILED|OK \]" "$OUT/suite.txt"
 grep -h "max jumps d128" "$OUT/test_gpu.log"
-grep -hE "^check|^fp|^NVIDIA" "$OUT/ab-a1.txt" "$OUT/ab-a2.txt" 2>/dev/null
+grep -hE "^check|^fp|^NVIDIA" "$OUT/ab-a1.txt" "$OUT/ab-a2.txt" "$OUT/ab-a3.txt" 2>/dev/null
 cat "$OUT/san.txt"
 echo "done at ${SECONDS} s"
