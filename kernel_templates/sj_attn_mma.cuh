@@ -1245,7 +1245,7 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
     }
     if (CHUNKED) {
       // exps, packing, row sums and P.V chunk by chunk (see CHUNKED)
-      constexpr int NPK = F8 && !VH ? 4 : 2; // n-tiles of S per k-chunk
+      constexpr int NPK = NT / KC; // n-tiles of S per k-chunk (4 for e4m3 mma, else 2)
       // (DEFER) the first NDEF chunks' P, from the reference maxima before
       // the vote's branch and again after it where a row max moved
       constexpr int NP0 = DEFER ? NDEF * NPK : 1;
