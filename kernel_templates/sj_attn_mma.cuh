@@ -420,14 +420,17 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
   // end to end +1.2 / -0.3 / -0.1 %, H100; spills 20 / 36 -> 16 / 20
   // bytes): bench/NOTES.md chk128.  Causal D = 128 with TMA lost 0.6-1.2 %
   // (er128), so it keeps the hybrid row sums there.  FP8PV's fp32 mode
-  // with VH (sm_90) at D = 128 runs it too, with 16-key chunks of fp16 P
-  // rounded to e4m3: attention +2.6 / +3.5 / +2.7 % (non-causal, with
+  // with VH (sm_90) runs it too, with 16-key chunks of fp16 P rounded to
+  // e4m3.  At D = 128: attention +2.6 / +3.5 / +2.7 % (non-causal, with
   // VOTE1 +2.6 / +4.4 / +4.0 %), causal 0.0 / +2.2 / +4.7 % at 1K / 4K /
-  // 16K, `check` output identical (H100; bench/NOTES.md c8).
+  // 16K, `check` output identical (H100; bench/NOTES.md c8).  At the other
+  // VH head dims (c8x, with VOTE1 without the mask): D = 64 +7.6 / +7.9 /
+  // +8.6 %, D = 96 +7.6 / +9.1 / +7.7 %, D = 256 +6.0 / +6.4 / +6.0 %
+  // (causal +5.4-5.6 %); not D = 96 causal (-0.4 to -0.6 %).
   constexpr bool CHUNKED =
       (!F8 && !TWO_LEVEL &&
        ((CAUSAL && (D == 32 || D == 64 || D == 96)) || (!CAUSAL && D == 128 && TMA))) ||
-      (F8 && VH && ACC == ACC_FP32 && D == 128);
+      (F8 && VH && ACC == ACC_FP32 && (D != 96 || !CAUSAL));
   // The chunked step has no split-V pass, no INT8 P, no bf16 -> fp16 V and
   // no two-level fold: it must stay in the fp32 mode.
   static_assert(!CHUNKED || !TWO_LEVEL, "CHUNKED is written for the fp32 mode only");
@@ -454,8 +457,9 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
   // +2.0 %, D = 256 +1.2 / +1.7 / +1.9 % (causal +3.9 / +3.4 / +5.4 %);
   // the vote alone at non-causal D = 32 +4.2 / +5.1 / +4.6 %; FP8PV
   // fp32+fp16 causal D = 128 +0.2 / +1.2 / +2.2 %; FP8PV's chunked fp32
-  // mode without the mask (c8v) +0.0 / +1.0 / +1.1 % over CHUNKED alone,
-  // with it -2.5 / -2.0 / -1.6 % (not there).  Elsewhere they lost
+  // mode without the mask at D = 128 (c8v) +0.0 / +1.0 / +1.1 % over
+  // CHUNKED alone, with it -2.5 / -2.0 / -1.6 % (not there; at D = 64, 96
+  // and 256 timed only together with CHUNKED, c8x).  Elsewhere they lost
   // (FP16PV causal D = 64 and 128 -1 to -3 %, FP8PV fp32+fp16 without the
   // mask -2 %, pvi8+splitv's split body -10 %) or tied (FP8PV fp32+fp32).
   // Not for INT8 P, whose scale is the step's own max; the other targets
