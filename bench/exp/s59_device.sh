@@ -8,7 +8,8 @@
 # (SAGEJIT_TUNE vh=1, an A/B knob: the chunked step where no default runs
 # it), compiled on the device into a scratch cache; (D) while the call has
 # time, ab/c16x (FP16PV's CHUNKED wherever it has TMA tiles: D = 96, 128
-# and 256, both masks) against ab/base at D = 96, 128, 256.  LIMIT: the
+# and 256, both masks) against ab/base at D = 96 and 256 (causal D = 128
+# lost 2 % chunked with the vote in the fifty-seventh session).  LIMIT: the
 # call's seconds.  Verdicts print last.
 set -u
 b=${1:?usage: bench/exp/s59_device.sh BUILD}
@@ -27,11 +28,11 @@ SAGEJIT_TUNE=vh=1 SAGEJIT_CACHE_DIR=/tmp/vh1-cache timeout 150 "$b/sagejit" chec
   --family fp8pv --accum fp32 --head-dim 32,64 --dtype fp16 > "$OUT/vh1.log" 2>&1
 echo "vh1 check: rc=$? $(tail -1 "$OUT/vh1.log")" > "$OUT/vh1.txt"
 echo "vh1 done at ${SECONDS} s"
-if [ "$SECONDS" -lt $((LIMIT - 150)) ]; then
+if [ "$SECONDS" -lt $((LIMIT - 110)) ]; then
   mkdir -p "$OUT/a1"
-  OUT=$OUT/a1 CHECK="--quick --family fp16pv --head-dim 96,128,256 --accum fp32" \
-  BENCH="--family fp16pv --head-dim 96,128,256 --accum fp32 --quant per_thread --dtype fp16 --seq 1024,4096,16384 --causal 0,1 --iters 20 --warmup 5" \
-  ROUNDS=2 timeout 140 bench/ab_templates.sh "$b" ab/base ab/c16x > "$OUT/ab-a1.txt" 2>&1
+  OUT=$OUT/a1 CHECK="--quick --family fp16pv --head-dim 96,256 --accum fp32" \
+  BENCH="--family fp16pv --head-dim 96,256 --accum fp32 --quant per_thread --dtype fp16 --seq 1024,4096,16384 --causal 0,1 --iters 20 --warmup 5" \
+  ROUNDS=2 timeout 100 bench/ab_templates.sh "$b" ab/base ab/c16x > "$OUT/ab-a1.txt" 2>&1
 fi
 echo "=== verdicts"
 grep -E "rc=|cases|PASSED|FAILED|^\[  FAILED|OK \]" "$OUT/suite.txt"
