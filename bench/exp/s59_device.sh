@@ -18,6 +18,7 @@ OUT=${OUT:-/tmp/out}
 LIMIT=${LIMIT:-560}
 . "$(dirname "$0")/../gpu_libs.sh"
 gpu_libs "$b"
+# shellcheck disable=SC2086
 OUT=$OUT bash bench/gpu_session.sh "$b" ${STEPS:-test varlen faults} > "$OUT/suite.txt" 2>&1
 echo "suite done at ${SECONDS} s"
 . "$(dirname "$0")/san_check.sh"
