@@ -1016,8 +1016,20 @@ static void test_max_jumps(void **state) {
     const CUdeviceptr q = dv.q, k = dv.k, v = dv.v, o = dv.o;
     /* FP16PV fp32 (every d), FP8PV fp32+fp16 (d = 128), FP8PV fp32
      * (every d: chunked on sm_90 where it has VH) */
-    for (int fam = 0; fam < 3; fam++) {
-      if (fam >= 1 && (!fp8 || (fam == 1 && d != 128)))
+    static const struct {
+      sj_family fam;
+      sj_pv_accum acc;
+      int d128_only;
+      const char *name;
+      double lim;
+    } modes[] = {
+        {SJ_FAMILY_FP16PV, SJ_ACCUM_FP32, 0, "fp16pv fp32", 2e-2},
+        {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP16, 1, "fp8pv fp32+fp16", 5e-2},
+        {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32, 0, "fp8pv fp32", 5e-2},
+    };
+    for (size_t mi = 0; mi < sizeof modes / sizeof *modes; mi++) {
+      if ((modes[mi].fam == SJ_FAMILY_FP8PV && !fp8) ||
+          (modes[mi].d128_only && d != 128))
         continue;
       for (int causal = 0; causal < 2; causal++) {
         sj_attention_params p;
@@ -1028,8 +1040,8 @@ static void test_max_jumps(void **state) {
         p.head_dim = d;
         p.causal = causal;
         p.causal_align = SJ_CAUSAL_BOTTOM_RIGHT;
-        p.family = fam ? SJ_FAMILY_FP8PV : SJ_FAMILY_FP16PV;
-        p.pv_accum = fam == 1 ? SJ_ACCUM_FP32_FP16 : SJ_ACCUM_FP32;
+        p.family = modes[mi].fam;
+        p.pv_accum = modes[mi].acc;
         cu->MemsetD8(o, 0xff, nq * 2);
         if (sj_attention(ctx, &p, NULL) != SJ_OK)
           fail_msg("sj_attention: %s", sj_context_last_error(ctx));
@@ -1043,15 +1055,14 @@ static void test_max_jumps(void **state) {
               const size_t at = ((size_t)h * NQ + i) * d + c;
               const double e = tu_f16_to_f32(ho[at]) - wc[at];
               if (!(e == e))
-                fail_msg("d%d fam%d causal%d: output (%d, %d, %d) not written or not finite",
-                         d, fam, causal, h, i, c);
+                fail_msg("d%d %s causal%d: output (%d, %d, %d) not written or not finite",
+                         d, modes[mi].name, causal, h, i, c);
               num += e * e;
               den += wc[at] * wc[at];
             }
-        const double rel = sqrt(num / den), lim = fam ? 5e-2 : 2e-2;
+        const double rel = sqrt(num / den), lim = modes[mi].lim;
         print_message("max jumps d%d %s causal%d: rel L2 %.4g (gate %.0e)\n", d,
-                      fam == 2 ? "fp8pv fp32" : fam ? "fp8pv fp32+fp16" : "fp16pv fp32", causal,
-                      rel, lim);
+                      modes[mi].name, causal, rel, lim);
         assert_true(rel < lim);
         ran++;
       }

@@ -7,11 +7,11 @@
 # 96 and 256; (C) while the call has time, ab/c16x (FP16PV's CHUNKED
 # wherever it has TMA tiles: D = 96, 128 and 256, both masks) against
 # ab/base at D = 96 and 256 (causal D = 128 lost 2 % chunked with the
-# vote in the fifty-seventh session); (D) while
-# it has time, `check` of FP8PV fp32 at D = 32 and 64 with VH forced on
-# (SAGEJIT_TUNE vh=1, an A/B knob: the chunked step where no default runs
-# it), compiled on the device into a scratch cache.  LIMIT: the
-# call's seconds.  Verdicts print last.
+# vote in the fifty-seventh session); (D) while it has time, `check` of
+# FP8PV fp32 at D = 32 and 64 with VH forced on (SAGEJIT_TUNE vh=1, an A/B
+# knob: the chunked step where no default runs it), compiled on the
+# device into a scratch cache.  LIMIT: the call's seconds.  Verdicts
+# print last.
 set -u
 b=${1:?usage: bench/exp/s59_device.sh BUILD}
 OUT=${OUT:-/tmp/out}
