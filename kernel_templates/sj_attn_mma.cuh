@@ -473,7 +473,12 @@ __device__ __forceinline__ void attn_mma_body(const sj_attn_args &a,
   constexpr bool VOTE1 = false;
 #endif
   constexpr bool DEFER = VOTE1 && (CHUNKED || D != 32);
-  constexpr int NDEF = 1; // chunks whose exps DEFER takes before the branch
+  // NDEF: the chunks whose exps DEFER takes before the branch.  Two for
+  // FP8PV at D = 64 (its chunked fp32 mode without the mask): attention
+  // +2.1 / +3.2 / +2.6 % at 1K / 4K / 16K against one; at D = 96 -1.4 to
+  // -2.6 %, at D = 128 -7 to -8.5 % (60 / 80 bytes of spills instead of
+  // 16 / 32), H100, bench/NOTES.md nd2; FP16PV's two at D = 128 lost (df2).
+  constexpr int NDEF = F8 && D == 64 ? 2 : 1;
   // Q fragments stay in registers when they are few; else they are re-read
   // from shared memory for every KV tile (registers go to O and S).
   constexpr bool Q_REGS = MT * KS <= 4;

@@ -366,7 +366,10 @@ static int mma_tma(const sj_target *t, sj_family fam, sj_pv_accum acc, int d,
  * below; bench/NOTES.md vh), 4K / 16K (1K too at D = 128):
  *   fp32       D = 128 +20 / +24 / +25 % (causal +12 / +17 / +15 %), D = 96
  *              +16 / +16 % (+11 / +11 %), D = 256 +5 / +6 % (+7 / +8 %),
- *              D = 64 +5 / +5 % (not causal: -2 %; D = 32 -3 to 0 %)
+ *              D = 64 +5 / +5 % (not causal: -2 %; D = 32 -3 to 0 %,
+ *              but with the chunked step that VH brings since the c8x
+ *              row, D = 32 without the mask +9 / +9 / +10 % at 1K / 4K /
+ *              16K: bench/NOTES.md vh32)
  *   fp32+fp16  D = 128 causal +3.8 / +3.0 / +0.6 %, D = 96 +6 / +5 % (causal
  *              +13 / +15 %), D = 32 causal +5 / +5 %; not D = 128 without the
  *              mask (-3.5 to -4 %), D = 64 (-3.5 to -9.5 %), D = 256 (-1.5 %,
@@ -388,8 +391,9 @@ static int mma_vh(const sj_target *t, sj_family fam, sj_pv_accum acc, int d, int
   if (t->sm != 90)
     return 0;
   switch (d) {
-  case 32:
-    return acc == SJ_ACCUM_FP32_FP16 && causal;
+  case 32: /* the fp32 mode chunked (sj_attn_mma.cuh CHUNKED follows VH):
+              +9.2 / +8.9 / +9.9 %, causal -1 to 0 % (bench/NOTES.md vh32) */
+    return acc == SJ_ACCUM_FP32 ? !causal : acc == SJ_ACCUM_FP32_FP16 && causal;
   case 64:
     return acc == SJ_ACCUM_FP32 ? !causal : acc == SJ_ACCUM_FP32_FP32;
   case 96:

@@ -694,6 +694,7 @@ static void test_plan_tma(void **state) {
       {SJ_FAMILY_FP16PV, SJ_ACCUM_FP16_FP32, 32, 0, 1, 0},
       {SJ_FAMILY_FP16PV, SJ_ACCUM_FP16_FP32, 32, 1, 0, 0},
       {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32, 32, 1, 1, 0},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32, 32, 0, 1, 1}, /* vh32 */
       {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP16, 32, 0, 0, 0},
       {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP32, 32, 1, 1, 0},
       {SJ_FAMILY_FP8PV, SJ_ACCUM_PVI8, 32, 0, 0, 0},
