@@ -340,8 +340,10 @@ static int mma_tma(const sj_target *t, sj_family fam, sj_pv_accum acc, int d,
   if (d == 128 ? stages < 3 : stages != 2)
     return 0;
   switch (acc) {
-  case SJ_ACCUM_FP32: /* FP16PV's default; FP8PV's with VH (never without) */
-    return d == 128 || (fam == SJ_FAMILY_FP8PV && !causal);
+  case SJ_ACCUM_FP32: /* FP16PV's default; FP8PV's with VH (never without;
+                         at causal D = 64 since the chunked step came with
+                         VH: +3.3 / +1.2 / +1.4 %, bench/NOTES.md vh64c) */
+    return d == 128 || fam == SJ_FAMILY_FP8PV;
   case SJ_ACCUM_FP16_FP32:
     return 1;
   case SJ_ACCUM_FP32_FP32: /* D = 64 without the mask: with VH */
@@ -366,7 +368,8 @@ static int mma_tma(const sj_target *t, sj_family fam, sj_pv_accum acc, int d,
  * below; bench/NOTES.md vh), 4K / 16K (1K too at D = 128):
  *   fp32       D = 128 +20 / +24 / +25 % (causal +12 / +17 / +15 %), D = 96
  *              +16 / +16 % (+11 / +11 %), D = 256 +5 / +6 % (+7 / +8 %),
- *              D = 64 +5 / +5 % (not causal: -2 %; D = 32 -3 to 0 %,
+ *              D = 64 +5 / +5 % (causal -2 % unchunked, +3.3 / +1.2 /
+ *              +1.4 % chunked: vh64c; D = 32 -3 to 0 %,
  *              but with the chunked step that VH brings since the c8x
  *              row, D = 32 without the mask +9 / +9 / +10 % at 1K / 4K /
  *              16K: bench/NOTES.md vh32)
@@ -395,7 +398,7 @@ static int mma_vh(const sj_target *t, sj_family fam, sj_pv_accum acc, int d, int
               +9.2 / +8.9 / +9.9 %, causal -1 to 0 % (bench/NOTES.md vh32) */
     return acc == SJ_ACCUM_FP32 ? !causal : acc == SJ_ACCUM_FP32_FP16 && causal;
   case 64:
-    return acc == SJ_ACCUM_FP32 ? !causal : acc == SJ_ACCUM_FP32_FP32;
+    return acc == SJ_ACCUM_FP32 || acc == SJ_ACCUM_FP32_FP32;
   case 96:
     return 1;
   case 128:

@@ -731,7 +731,7 @@ static void test_plan_tma(void **state) {
       /* VH (mma_vh) */
       {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP16, 32, 1, 1, 1},
       {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32, 64, 0, 1, 1},
-      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32, 64, 1, 0, 0},
+      {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32, 64, 1, 1, 1}, /* vh64c */
       {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP16, 128, 0, 1, 0},
       {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP16, 256, 1, 1, 0},
       {SJ_FAMILY_FP8PV, SJ_ACCUM_FP32_FP32, 256, 0, 1, 0},
