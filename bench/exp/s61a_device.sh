@@ -13,17 +13,17 @@ b=${1:?usage: bench/exp/s61a_device.sh BUILD}
 OUT=${OUT:-/tmp/out}
 . "$(dirname "$0")/../gpu_libs.sh"
 gpu_libs "$b"
+export SAGEJIT_CACHE_DIR=$PWD/$b/test-cache/test_gpu
 # most important first: the device time left may cut the call short
 OUT=$OUT bash bench/gpu_session.sh "$b" test > "$OUT/suite.txt" 2>&1
 grep -E "rc=|PASSED|FAILED" "$OUT/suite.txt"; echo "test at ${SECONDS} s"
 . "$(dirname "$0")/san_check.sh"
-SAGEJIT_CACHE_DIR=$PWD/$b/test-cache/test_gpu san_check "$b" "$OUT" mem64 memcheck \
+san_check "$b" "$OUT" mem64 memcheck \
   --family fp8pv --head-dim 64 --accum fp32 > "$OUT/san.txt" 2>&1
 cat "$OUT/san.txt"
 OUT=$OUT bash bench/gpu_session.sh "$b" varlen faults >> "$OUT/suite.txt" 2>&1
-SAGEJIT_CACHE_DIR=$PWD/$b/test-cache/test_gpu san_check "$b" "$OUT" race64 racecheck \
+san_check "$b" "$OUT" race64 racecheck \
   --family fp8pv --head-dim 64 --accum fp32 >> "$OUT/san.txt" 2>&1
-export SAGEJIT_CACHE_DIR=$PWD/$b/test-cache/test_gpu
 # the kernel-for-kernel rows only while the call has time left for them
 rounds="1 2"; [ "$SECONDS" -lt 260 ] || rounds=1; [ "$SECONDS" -lt 340 ] || rounds=""
 for r in $rounds; do
